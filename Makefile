@@ -1,0 +1,38 @@
+# spikebench: `make sweep` runs the main job, `make test` the tests. Both install first.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CPU wheel on this kind of machine; a machine whose python already has torch keeps its own.
+TORCH_CPU := torch==2.13.0
+ARGS ?=
+
+.PHONY: install test sweep train lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+	  if $(PY) -c "import torch" 2>/dev/null; then \
+	    echo "using the torch of $(PY) (system site packages)"; \
+	    $(PY) -m venv --system-site-packages $(VENV); \
+	  else $(PY) -m venv $(VENV); fi; \
+	fi
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q $(TORCH_CPU)
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest $(ARGS)
+
+sweep: install
+	$(BIN)/spikebench train $(ARGS)
+
+train: install
+	$(BIN)/spikebench train $(ARGS)
+
+lint: install
+	$(BIN)/ruff check spikebench tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

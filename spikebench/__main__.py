@@ -1,0 +1,3 @@
+from spikebench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""Where per-step metric dicts go: a JSONL file, a progress bar, anything with ``write``.
+
+The trainer hands every sink one flat dict per step (``{"step": 12, "train/loss": 2.41,
+"optim/grad_norm": 0.83, ...}``), in step order, once per log interval, as host floats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+class Sink:
+    """Receives flat per-step metric dicts. Subclasses override what they need."""
+
+    def write(self, metrics: dict[str, Any]) -> None:  # noqa: B027 - optional override
+        pass
+
+    def close(self, summary: dict[str, Any] | None = None) -> None:  # noqa: B027
+        pass
+
+
+class JsonlSink(Sink):
+    """Appends to ``<path>.partial`` and renames it to ``path`` on close, so a reader never
+    mistakes the log of a killed run for a finished one."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self._f = open(self.partial, "w")  # noqa: SIM115 - closed in close()
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        self._f.write(json.dumps(metrics, allow_nan=True) + "\n")
+
+    def close(self, summary: dict[str, Any] | None = None) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        os.replace(self.partial, self.path)
+
+
+class ProgressBar(Sink):
+    """A one-line bar on stderr when it is a terminal; a line per 10% otherwise."""
+
+    def __init__(self, total_steps: int, label: str = "train", stream=None):
+        self.total = total_steps
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.t0 = time.perf_counter()
+        self._next_line = 0.1
+        self._last: dict[str, Any] = {}
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        if "train/loss" in metrics:
+            self._last = metrics
+        step = metrics.get("step", 0)
+        frac = step / max(1, self.total)
+        loss = self._last.get("train/loss", float("nan"))
+        val = metrics.get("val/loss")
+        text = f"{self.label} {step}/{self.total} loss {loss:.3f}"
+        if val is not None:
+            text += f" val {val:.3f}"
+        if self.tty:
+            width = 24
+            fill = int(width * frac)
+            bar = "#" * fill + "." * (width - fill)
+            elapsed = time.perf_counter() - self.t0
+            self.stream.write(f"\r[{bar}] {text} {elapsed:.0f}s ")
+            self.stream.flush()
+        elif frac >= self._next_line or val is not None and step == self.total:
+            self._next_line = (int(frac * 10) + 1) / 10
+            self.stream.write(text + "\n")
+
+    def close(self, summary: dict[str, Any] | None = None) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        if summary:
+            self.stream.write(
+                f"{self.label}: {summary.get('status')} after {summary.get('steps')} steps, "
+                f"final val loss {summary.get('final_val_loss')}\n"
+            )
+        self.stream.flush()

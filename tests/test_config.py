@@ -1,0 +1,77 @@
+import json
+
+import pytest
+
+from spikebench import config as c
+
+
+def test_defaults_resolve_gpt_tiny():
+    cfg = c.load()
+    assert cfg.model.preset == "gpt-tiny"
+    assert (cfg.model.n_layer, cfg.model.n_embd) == (2, 64)
+    assert cfg.data.corpus == "stdlib"
+
+
+def test_preset_then_file_then_overrides(tmp_path):
+    f = tmp_path / "run.toml"
+    f.write_text('[model]\npreset = "gpt-small"\nn_layer = 3\n[optim]\nlr = 1e-2\n')
+    cfg = c.load(f, ["optim.lr=2e-3", "optim.clip=1.0", "precision.mode=bf16"])
+    assert cfg.model.n_embd == 384  # from the preset
+    assert cfg.model.n_layer == 3  # the file beats the preset
+    assert cfg.optim.lr == 2e-3  # --set beats the file
+    assert cfg.optim.clip == 1.0 and cfg.precision.mode == "bf16"
+
+
+def test_clip_off_round_trips_through_json():
+    cfg = c.load(None, ["optim.clip=off"])
+    assert cfg.optim.clip is None
+    again = c.from_dict(json.loads(cfg.to_json()))
+    assert again == cfg
+
+
+def test_int_accepted_for_float():
+    assert c.load(None, ["optim.lr=1"]).optim.lr == 1.0
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("schedule.warmup_ratio=-0.1", "schedule.warmup_ratio = -0.1: must be in [0, 1]"),
+        ("schedule.warmup_ratio=1.5", "schedule.warmup_ratio = 1.5"),
+        ("precision.mode=fp8", "precision.mode = 'fp8': must be one of"),
+        ("optim.clip=0", 'optim.clip = 0.0: must be in (0, inf] or "off"'),
+        ("optim.clip=-2", "optim.clip = -2.0"),
+        ("data.seq_len=512", "data.seq_len = 512: must be <= model.block_size = 128"),
+        ("model.nope=1", "unknown key 'model.nope'"),
+        ("nope.x=1", "unknown key 'nope'"),
+        ("train.steps=1.5", "train.steps = 1.5: must be an integer"),
+        ("train.steps=true", "train.steps = True: must be an integer"),
+        ("optim.lr=fast", "optim.lr = 'fast': must be a number"),
+        ("model.n_head=3", "model.n_embd = 64: must be divisible by model.n_head = 3"),
+        ("model.preset=gpt-huge", "model.preset = 'gpt-huge': no such preset"),
+        ("optim.grad_accum=3", "optim.grad_accum = 3: must divide data.batch_size = 16"),
+        ("lr", "--set 'lr': must look like key=value"),
+    ],
+)
+def test_bad_values_one_line_error(override, fragment):
+    with pytest.raises(c.ConfigError) as e:
+        c.load(None, [override])
+    msg = str(e.value)
+    assert fragment in msg
+    assert "\n" not in msg
+
+
+def test_bad_toml_file(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[model\n")
+    with pytest.raises(c.ConfigError, match="not valid TOML"):
+        c.load(f)
+    with pytest.raises(c.ConfigError, match="not found"):
+        c.load(tmp_path / "missing.toml")
+
+
+def test_user_preset_by_path(tmp_path):
+    p = tmp_path / "mine.toml"
+    p.write_text('[model]\ncls = "mypkg.models:MyGPT"\nn_layer = 1\n')
+    cfg = c.load(None, [f'model.preset="{p}"'])
+    assert cfg.model.cls == "mypkg.models:MyGPT" and cfg.model.n_layer == 1
