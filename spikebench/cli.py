@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from spikebench import config as cfgmod
+from spikebench import spikes_cmd
 from spikebench.config import ConfigError
 
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="run one pretraining trial")
     _add_config_args(p)
     p.set_defaults(func=cmd_train)
+    spikes_cmd.add_parser(sub)
     return parser
 
 

@@ -145,6 +145,17 @@ class TrainConfig:
 
 
 @dataclass
+class SpikeConfig:
+    # The rule the in-loop monitor and the scores use (see spikebench.detectors.RULES).
+    detector: Literal["default", "zscore", "olmo", "olmo_online", "loss_ratio", "persistent"] = (
+        "default")
+    # Flagged steps at most `gap` log rows apart form one event.
+    gap: int = field(default=5, metadata=_rng(0))
+    # Validation loss for time-to-target (AlgoPerf: first evaluation at or below it); None: off.
+    target_loss: float | None = field(default=None, metadata=_rng(0.0, lo_open=True))
+
+
+@dataclass
 class RunConfig:
     out_dir: str = "results/runs"
     name: str = ""
@@ -160,6 +171,7 @@ class Config:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    spikes: SpikeConfig = field(default_factory=SpikeConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def check(self) -> None:

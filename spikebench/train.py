@@ -9,6 +9,7 @@ the update on the device; the trial then ends ``diverged`` at the next read-back
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -20,10 +21,12 @@ import torch
 from spikebench.batches import BatchStream
 from spikebench.config import Config, ConfigError
 from spikebench.corpus import derive_seed, load_corpus
+from spikebench.detectors import SpikeMonitor
 from spikebench.model import build_model, probe
 from spikebench.precision import loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment
 from spikebench.schedule import lr_factor
+from spikebench.scores import summarize
 from spikebench.sinks import JsonlSink, Sink
 
 
@@ -124,11 +127,19 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
     val_batches = stream.val_batches()
     probe_x = val_batches[0][0]
-    injections = list(stream.injections)
+    # Injections in logged step numbers (the step at 0-based index i is logged as i + 1),
+    # first and last step inclusive, so a report can tell injected spikes from spontaneous ones.
+    injections = [{**{k: v for k, v in inj.items() if k not in ("start_step", "end_step")},
+                   "first_step": inj["start_step"] + 1, "last_step": inj["end_step"]}
+                  for inj in stream.injections]
     if cfg.faults.lr_shock_at is not None:
         start = int(cfg.faults.lr_shock_at * t.steps)
+        last = min(start + cfg.faults.lr_shock_steps, t.steps)
         injections.append({"kind": "lr_shock", "factor": cfg.faults.lr_shock_factor,
-                           "start_step": start + 1, "end_step": start + cfg.faults.lr_shock_steps})
+                           "first_step": start + 1, "last_step": last})
+    if corpus.meta.get("contamination"):
+        injections.append({"kind": cfg.faults.burst, "target": "corpus",
+                           "segments": len(corpus.meta["contamination"])})
 
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,6 +154,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     }
     atomic_write_json(run_dir / "meta.json", meta)
     sinks = [JsonlSink(run_dir / "metrics.jsonl"), *sinks]
+    # The online spike monitor: O(1) per step, fed host floats at each read-back.
+    monitor = SpikeMonitor(cfg.spikes.detector, ("train/loss", "optim/grad_norm"),
+                           gap=cfg.spikes.gap)
 
     # Device-side records of the current log interval, read back together in flush().
     pending: list[dict[str, Any]] = []
@@ -156,6 +170,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
 
     def emit(records: list[dict[str, Any]]) -> None:
         for rec in records:
+            monitor.update(rec["step"], rec)
             for s in sinks:
                 s.write(rec)
 
@@ -260,6 +275,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 break
 
     seconds = time.perf_counter() - t0
+    monitor.finish()
     vals = [v for _, v in val_history if math.isfinite(v)]
     summary = {
         "status": status,
@@ -276,5 +292,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     }
     for s in sinks:
         s.close(summary)
+    # Scores are pure functions of the log just written (the same code as `spikebench spikes`),
+    # with the events the online monitor found.
+    with open(run_dir / "metrics.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    summary["spikes"] = summarize(
+        records, rule=cfg.spikes.detector, tokens_key="data/tokens",
+        seconds_key="time/elapsed_s", target=cfg.spikes.target_loss,
+        diverged_step=diverged_step, events=monitor.events, gap=cfg.spikes.gap)
     atomic_write_json(run_dir / "summary.json", summary)
     return summary

@@ -1,0 +1,325 @@
+"""Numeric precision modes: fp32, bf16, fp16 with dynamic loss scaling, fp16 without it.
+
+On CUDA the half modes use real ``torch.autocast``. On CPU real half matmuls are about 100x
+slower than fp32, which makes sweeps useless, so there the default is an *emulation* that
+computes in fp32 but rounds to the half format wherever autocast's half-precision ops would:
+
+* matmul-like ops (``F.linear``, ``matmul``/``@``, ``mm``, ``bmm``, ``addmm``, ``addbmm``,
+  ``baddbmm``, ``einsum``, ``conv1d/2d/3d``) get inputs rounded to half, compute in fp32 (as
+  half kernels accumulate in fp32) and have their output rounded to half;
+* ``scaled_dot_product_attention`` is computed the way half flash-attention kernels do:
+  half inputs, fp32 scores and softmax statistics, probabilities rounded to half before they
+  multiply V, half output, and the matching roundings in backward (:class:`_FlashAttention`);
+* every other op (layer norm, softmax, GELU, the loss...) runs in fp32, untouched;
+* gradients crossing any of those roundings on the way back are rounded the same way, which
+  reproduces autocast's half-precision internal gradients while parameter grads stay fp32.
+
+The rounding is a plain ``t.to(half).to(float32)``, so fp16 overflows to inf above 65504,
+rounds to subnormals below 6.1e-5 and flushes to zero below 2**-25, exactly like the format.
+On the model in :mod:`spikebench.model`, emulated bf16 linear layers are bit-identical to real
+CPU bf16 autocast and attention matches it bit for bit on ~97% of outputs.
+
+Usage, with ``p = make_precision(cfg.precision, device)``::
+
+    with p.autocast():                 # forward and loss only, not the backward
+        logits, loss = model(idx, targets)
+    if p.scaler is not None:           # mode "fp16" only
+        p.scaler.scale(loss).backward()
+        p.scaler.unscale_(opt); clip(...); p.scaler.step(opt); p.scaler.update()
+    else:
+        loss.backward(); clip(...); opt.step()
+
+The emulated grads are fp32 tensors, so ``GradScaler`` works on CPU unchanged: it scales the
+loss and skips the steps whose (emulated) fp16 gradients overflowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from spikebench.config import PrecisionConfig
+
+HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16_noscale": torch.float16}
+
+_LABELS = {"bf16": "bf16", "fp16": "fp16+scaling", "fp16_noscale": "fp16 no scaling"}
+
+
+class _Round(torch.autograd.Function):
+    """Rounds through ``dtype`` the value going forward and/or the gradient going back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, dtype: torch.dtype, fwd: bool, bwd: bool) -> torch.Tensor:
+        ctx.dtype, ctx.bwd = dtype, bwd
+        return x.to(dtype).to(x.dtype) if fwd else x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        if ctx.bwd:
+            grad = grad.to(ctx.dtype).to(grad.dtype)
+        return grad, None, None, None
+
+
+def round_to(
+    x: torch.Tensor, dtype: torch.dtype, *, forward: bool = True, backward: bool = True
+) -> torch.Tensor:
+    """``x`` rounded to ``dtype`` (round-to-nearest-even) but kept fp32; differentiable.
+
+    Gradients flowing back through the result are rounded to ``dtype`` too, so in fp16 a
+    gradient above 65504 becomes inf and one below 2**-25 becomes 0. ``forward=False`` rounds
+    only the gradient, ``backward=False`` only the value (a straight-through rounding).
+    Only fp32 tensors are rounded: integer, bool, fp64 and already-half tensors come back
+    unchanged, as autocast leaves them.
+    """
+    if x.dtype != torch.float32:
+        return x
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Round.apply(x, dtype, forward, backward)
+    # Without a graph there is no gradient to round, and skipping the autograd.Function
+    # saves its Python overhead.
+    return x.to(dtype).to(torch.float32) if forward else x
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Attention in fp32 with the internal roundings of a half flash-attention kernel.
+
+    Takes q, k, v already rounded to half, an optional additive fp32 ``bias`` (0 or -inf for
+    masks) and an optional dropout multiplier ``keep`` (0 or 1/(1-p)). Forward: fp32 scores
+    ``q @ k.T * scale + bias``, fp32 row max and sum, ``exp(s - max)`` rounded to half before
+    it multiplies v, the sum taken over the unrounded values, half output. Backward (the
+    flash-attention-2 recipe): the probabilities recomputed from the saved log-sum-exp and
+    rounded to half for ``dv = p.T @ dout``, the score gradient rounded to half before
+    ``dq = ds @ k`` and ``dk = ds.T @ q``; the incoming gradient is rounded to half too.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, keep, scale, dtype):
+        # Autograd is off inside forward/backward, so the (T, T) buffers are updated in place.
+        e = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)
+        if bias is not None:
+            e.add_(bias)
+        # A row whose keys are all masked gets max 0 and sum 1, hence output 0, not NaN.
+        m = e.amax(dim=-1, keepdim=True)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        e.sub_(m).exp_()
+        denom = e.sum(dim=-1, keepdim=True)
+        denom = torch.where(denom > 0, denom, torch.ones_like(denom))
+        p = e.to(dtype).to(torch.float32)
+        if keep is not None:
+            p.mul_(keep)
+        out = torch.matmul(p, v).div_(denom).to(dtype).to(torch.float32)
+        # Saving the exps costs one (T, T) buffer but spares recomputing them in backward.
+        ctx.save_for_backward(q, k, v, e, denom, keep, out)
+        ctx.scale, ctx.dtype = scale, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, e, denom, keep, out = ctx.saved_tensors
+        dtype = ctx.dtype
+        dout = dout.to(dtype).to(torch.float32)
+        p = e / denom
+        p_half = p.to(dtype).to(torch.float32)
+        dp = torch.matmul(dout, v.transpose(-2, -1))
+        if keep is not None:
+            p_half.mul_(keep)
+            dp.mul_(keep)
+        dv = torch.matmul(p_half.transpose(-2, -1), dout)
+        delta = (dout * out).sum(dim=-1, keepdim=True)
+        ds = dp.sub_(delta).mul_(p).to(dtype).to(torch.float32)
+        dq = torch.matmul(ds, k).mul_(ctx.scale)
+        dk = torch.matmul(ds.transpose(-2, -1), q).mul_(ctx.scale)
+        return dq, dk, dv, None, None, None, None
+
+
+def _emulated_sdpa(
+    dtype: torch.dtype,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` as a half flash-attention kernel rounds it.
+
+    q, k, v and a float mask are rounded to half (and so are their gradients); the rest is
+    :class:`_FlashAttention`. With one key block (sequences up to 512 on CPU) the forward
+    matches torch's CPU bf16 kernel bit for bit on ~97% of outputs, the rest one ulp off (its
+    vectorised exp differs). Kernels that tile the keys round ``exp`` against a running block
+    max instead of the row max, and torch's CPU backward accumulates dk, dv over query blocks
+    of 32 in half: same error size, different bits. Unlike the fused kernels this
+    materialises (T, T) scores, fine for CPU-sized models. Masks get no gradient; dropout
+    uses torch's RNG, not the kernels' stream.
+    """
+    q, k, v = (round_to(t, dtype) for t in (query, key, value))
+    if enable_gqa and k.size(-3) != q.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), dim=-3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), dim=-3)
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    L, S = q.size(-2), k.size(-2)
+    bias = None
+    if is_causal:
+        causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        bias = torch.zeros(L, S, device=q.device).masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            extra = torch.zeros(attn_mask.shape, device=q.device)
+            extra = extra.masked_fill(~attn_mask, float("-inf"))
+        else:
+            extra = attn_mask.detach().to(dtype).to(torch.float32)
+        bias = extra if bias is None else bias + extra
+    keep = None
+    if dropout_p > 0.0:
+        shape = (*q.shape[:-1], S)
+        keep = torch.empty(shape, device=q.device).bernoulli_(1.0 - dropout_p) / (1.0 - dropout_p)
+    return _FlashAttention.apply(q, k, v, bias, keep, scale, dtype)
+
+
+# Ops autocast runs in half precision and that a model is likely to call from Python.
+# ``x @ y`` arrives as ``Tensor.matmul``; the dunder entries are there in case a build differs.
+_HALF_OPS = frozenset(
+    {
+        F.linear,
+        F.scaled_dot_product_attention,
+        F.conv1d,
+        F.conv2d,
+        F.conv3d,
+        torch.matmul,
+        torch.mm,
+        torch.bmm,
+        torch.addmm,
+        torch.addbmm,
+        torch.baddbmm,
+        torch.einsum,
+        torch.Tensor.matmul,
+        torch.Tensor.__matmul__,
+        torch.Tensor.__rmatmul__,
+        torch.Tensor.mm,
+        torch.Tensor.bmm,
+        torch.Tensor.addmm,
+        torch.Tensor.addbmm,
+        torch.Tensor.baddbmm,
+    }
+)
+
+
+class EmulatedAutocast(TorchFunctionMode):
+    """Context in which matmul-like ops and attention see and produce values rounded to ``dtype``.
+
+    Every fp32 tensor argument of a matmul-like op (activations, weights, biases) is rounded
+    on the way in and the fp32 result on the way out; the op itself computes in fp32.
+    ``F.scaled_dot_product_attention`` becomes :func:`_emulated_sdpa`, which also rounds the
+    attention probabilities and score gradients as half flash kernels do; with
+    ``flash_rounding=False`` it is torch's fp32 kernel with rounded inputs and output instead
+    (~20% faster on gpt-tiny at seq 128, but attention then is more precise than the real
+    thing). All other ops run untouched, as autocast's fp32 ops (layer norm, softmax, losses).
+
+    Edge cases: tensors nested in lists (``einsum(eq, [a, b])``) are rounded too; ops called
+    from C++ inside another op (e.g. the bmm inside ``einsum``) are not seen, only the outer
+    call; in-place variants (``addmm_``) and ``out=`` arguments are not supported. Outputs
+    are fp32 tensors holding half-representable values, not half tensors as under autocast.
+    Only calls made while the context is active are affected; the backward pass, run later,
+    is rounded where the forward inserted roundings, so it need not run inside the context.
+    """
+
+    def __init__(self, dtype: torch.dtype, flash_rounding: bool = True):
+        super().__init__()
+        self.dtype = dtype
+        self.flash_rounding = flash_rounding
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        # The mode is popped while its handler runs, so the calls below are not intercepted.
+        if func is F.scaled_dot_product_attention and self.flash_rounding:
+            return _emulated_sdpa(self.dtype, *args, **kwargs)
+        if func not in _HALF_OPS:
+            return func(*args, **kwargs)
+        args = tuple(self._round(a) for a in args)
+        kwargs = {k: self._round(v) for k, v in kwargs.items()}
+        return self._round(func(*args, **kwargs))
+
+    def _round(self, x):
+        if isinstance(x, torch.Tensor):
+            return round_to(x, self.dtype)
+        if isinstance(x, list | tuple):
+            return type(x)(self._round(v) for v in x)
+        return x
+
+
+@dataclass
+class Precision:
+    """A resolved precision mode; see :func:`make_precision`.
+
+    ``scaler`` is an enabled ``GradScaler`` for mode ``"fp16"`` only, None otherwise.
+    ``device_type`` (``"cpu"``, ``"cuda"``...) is where real autocast applies.
+    """
+
+    mode: str
+    impl: str
+    label: str
+    scaler: torch.amp.GradScaler | None
+    device_type: str = "cpu"
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """A fresh context to wrap the forward pass and loss in (the backward needs none).
+
+        ``nullcontext`` for fp32, ``torch.autocast`` for impl ``"real"``, an
+        :class:`EmulatedAutocast` for impl ``"emulated"``.
+        """
+        if self.impl == "none":
+            return contextlib.nullcontext()
+        dtype = HALF_DTYPES[self.mode]
+        if self.impl == "real":
+            return torch.autocast(device_type=self.device_type, dtype=dtype)
+        return EmulatedAutocast(dtype)
+
+
+def make_precision(cfg: PrecisionConfig, device: torch.device | str) -> Precision:
+    """Resolve ``cfg`` for ``device``.
+
+    impl ``"auto"`` means real autocast on CUDA and emulation on every other device; mode
+    ``"fp32"`` always gives impl ``"none"`` whatever ``cfg.impl`` says. ``"real"`` on CPU is
+    allowed (correct but slow). The label names the mode and, for half modes, the impl, e.g.
+    ``"bf16 (real autocast)"`` or ``"fp16 no scaling (emulated)"``; put it in every output.
+    The scaler is ``GradScaler(device.type, init_scale=cfg.init_scale)``; note that GradScaler
+    disables itself (with a warning) on a CUDA device when CUDA is unavailable.
+    """
+    device = torch.device(device)
+    if cfg.mode == "fp32":
+        impl, label = "none", "fp32"
+    else:
+        impl = cfg.impl
+        if impl == "auto":
+            impl = "real" if device.type == "cuda" else "emulated"
+        suffix = "real autocast" if impl == "real" else "emulated"
+        label = f"{_LABELS[cfg.mode]} ({suffix})"
+    scaler = None
+    if cfg.mode == "fp16":
+        scaler = torch.amp.GradScaler(device.type, init_scale=cfg.init_scale)
+    return Precision(cfg.mode, impl, label, scaler, device_type=device.type)
+
+
+def loss_scale_tensor(scaler: torch.amp.GradScaler | None) -> torch.Tensor | None:
+    """The current loss scale as a 0-d fp32 tensor, read without a host sync; None if unscaled.
+
+    ``scaler.get_scale()`` is the public API but calls ``.item()``, a device sync. This reads
+    the private ``scaler._scale`` (0-d in torch 2.13, shape (1,) in older releases; both come
+    back 0-d), which ``update()`` changes in place, so the value is cloned: a snapshot you can
+    stack into a metrics buffer. Before the first ``scaler.scale(loss)`` that tensor does not
+    exist yet and the initial scale is returned, on the scaler's device. Returns None for no
+    scaler or a disabled one.
+    """
+    if scaler is None or not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)
+    if scale is None:
+        return torch.full((), scaler.get_scale(), dtype=torch.float32, device=scaler._device)
+    return scale.detach().clone().reshape(())

@@ -1,0 +1,88 @@
+import json
+import math
+
+import numpy as np
+
+from spikebench.events import (
+    EventTracker,
+    events_from_flags,
+    json_safe,
+    robust_sigma_from_diffs,
+    total_severity,
+)
+
+
+def flat(n, sd=0.1, seed=0):
+    return 2.0 + sd * np.random.default_rng(seed).standard_normal(n)
+
+
+def test_gap_merges_bursts_and_splits_beyond():
+    v = flat(200)
+    flags = np.zeros(200, bool)
+    for i in (100, 103, 108):  # gaps of 2 and 4 unflagged rows -> one event
+        v[i] += 3.0
+        flags[i] = True
+    v[150] += 3.0
+    flags[150] = True
+    evs = events_from_flags(range(200), v, flags, gap=5)
+    assert [(e.onset, e.end, e.n_spike_steps) for e in evs] == [(100, 108, 3), (150, 150, 1)]
+    assert [len(events_from_flags(range(200), v, flags, gap=g)) for g in (1, 3, 4)] == [4, 3, 2]
+
+
+def test_height_recovery_and_area():
+    v = flat(300, sd=0.1)
+    v[100:110] += 2.0 * np.exp(-np.arange(10) / 2)
+    flags = np.zeros(300, bool)
+    flags[100] = True
+    (e,) = events_from_flags(range(300), v, flags)
+    assert e.onset == e.peak == 100 and e.recovered
+    assert 10 < e.height_sigma < 40  # ~2 / 0.1
+    assert 1 <= e.recovery_steps <= 10
+    assert 2.0 < e.area < 6.0  # ~ sum 2 exp(-k/2) = 5.1 minus noise
+    assert total_severity([e]) == e.area
+
+
+def test_unrecovered_at_end_counts_remaining_steps():
+    v = flat(100)
+    v[80:] += 5.0
+    flags = np.zeros(100, bool)
+    flags[80] = True
+    (e,) = events_from_flags(np.arange(100) * 10, v, flags)  # steps 0, 10, ...
+    assert not e.recovered and e.recovery_steps == 990 - 800
+
+
+def test_non_finite_peak_is_json_safe():
+    v = list(flat(50))
+    v[30] = float("nan")
+    (e,) = events_from_flags(range(50), v, [False] * 50)  # NaN flags itself
+    assert e.peak == 30 and math.isinf(e.height_sigma)
+    assert e.to_dict()["height_sigma"] is None
+    json.dumps(e.to_dict(), allow_nan=False)
+
+
+def test_early_event_has_no_sigma():
+    (e,) = events_from_flags([0, 1, 2], [5.0, 9.0, 5.0], [False, True, False])
+    assert e.height_sigma is None and e.height == 4.0 and e.recovered
+
+
+def test_robust_sigma_ignores_trend_and_outliers():
+    rng = np.random.default_rng(0)
+    x = list(10 - 0.05 * np.arange(500) + 0.1 * rng.standard_normal(500))
+    x[100] += 50
+    assert 0.08 < robust_sigma_from_diffs(x) < 0.12
+    assert robust_sigma_from_diffs([1.0, 2.0]) is None
+    assert robust_sigma_from_diffs([1.0] * 10) == 0.0
+
+
+def test_tracker_pending_bounded():
+    t = EventTracker("loss", gap=0)
+    for i in range(0, 400, 2):  # never recovers: each spike sits above the last level
+        t.observe(i, 100.0 + i, True, lambda i=i: (float(i), 0.1))
+        t.observe(i + 1, 100.0 + i, False, lambda: (0.0, 0.1))
+    assert len(t._pending) <= 32
+    t.finish()
+    assert not any(e.recovered for e in t.events)
+
+
+def test_json_safe():
+    assert json_safe({"a": [math.inf, 1.0, math.nan], "b": (2,)}) == {"a": [None, 1.0, None], "b": [2]}
