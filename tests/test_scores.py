@@ -74,7 +74,8 @@ def test_summarize_is_json_safe_and_complete():
     out = summarize(recs, target=target)
     json.dumps(out, allow_nan=False)
     assert out["diverged_step"] == 4000
-    assert out["steps"] == 4001 and out["n_events"] == len(out["events"]) >= 1
+    assert out["steps"] == 4001 and out["n_events"] >= 1
+    assert out["n_events"] + out["n_grad_norm_events"] == len(out["events"])
     assert out["events"][-1]["onset"] == 4000 and not out["events"][-1]["recovered"]
     assert out["spike_score"]["loss"] is not None and out["spike_score"]["grad_norm"] is not None
     assert out["time_to_target"]["reached"] and out["time_to_target"]["steps"] <= 2000

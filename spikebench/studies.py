@@ -1,0 +1,181 @@
+"""Optuna studies of a sweep: storages, creation, the enqueued plan, and recovery.
+
+The study's user attributes hold the resolved sweep (``spec``) and the number of trials the
+sweep wants (``target_trials``), so ``spikebench worker`` on another server and
+``spikebench report`` need nothing but the storage URL and the study name. Storage URLs are
+never stored, and printed only through :func:`mask_url`.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from spikebench import __version__
+from spikebench.config import ConfigError
+from spikebench.sweepfile import CLIP_ON, Param, SweepSpec
+
+DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def mask_url(url: str) -> str:
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def default_storage(study_dir: Path) -> str:
+    return f"sqlite:///{study_dir.resolve() / 'study.db'}"
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite:")
+
+
+def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+    """An RDB storage for ``url``; with ``heartbeat``, stale trials of dead workers are failed
+    after a grace period and retried (up to twice) by whichever worker sees them first."""
+    kwargs: dict[str, Any] = {}
+    if heartbeat:
+        kwargs = dict(heartbeat_interval=30, grace_period=120,
+                      failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=2))
+    if is_sqlite(url):
+        # SQLite waits for a lock instead of failing at once; only one process writes anyway.
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, **kwargs)
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy/driver errors vary by backend
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"--storage {mask_url(url)}: cannot open ({first})") from None
+
+
+def make_sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
+    constraints = (lambda ft: list(ft.constraints.values()) if ft.constraints else []) \
+        if spec.objective == "single" else None
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=0)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=0, constraints_func=constraints)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=0, multivariate=True, group=True,
+                                          constraints_func=constraints)
+
+
+def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    if spec.pruner == "none" or spec.objective == "multi":
+        return optuna.pruners.NopPruner()
+    if spec.pruner == "median":
+        return optuna.pruners.MedianPruner(n_warmup_steps=spec.eval_every)
+    # Patient around Hyperband: a trial must fail to improve for two evaluations in a row
+    # before Hyperband may stop it, so one spike does not kill a trial that would recover.
+    inner = optuna.pruners.HyperbandPruner(min_resource=spec.eval_every,
+                                           max_resource=spec.steps, reduction_factor=3)
+    return optuna.pruners.PatientPruner(inner, patience=2)
+
+
+def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
+    directions = ["minimize", "minimize"] if spec.objective == "multi" else ["minimize"]
+    study = optuna.create_study(storage=storage, study_name=spec.name, load_if_exists=True,
+                                directions=directions, sampler=make_sampler(spec),
+                                pruner=make_pruner(spec))
+    if [d.name.lower() for d in study.directions] != directions:
+        raise ConfigError(f"study {spec.name!r}: exists with {len(study.directions)} "
+                          f"objective(s); study.objective = {spec.objective!r} needs "
+                          f"{len(directions)} (use another study.name)")
+    old = study.user_attrs.get("spec")
+    if old is not None and _comparable(old) != _comparable(spec.to_dict()):
+        raise ConfigError(f"study {spec.name!r}: exists with a different sweep definition; "
+                          "resume with the same file and --set values, or use another "
+                          "study.name")
+    if old is None:
+        study.set_user_attr("spec", spec.to_dict())
+        study.set_user_attr("spikebench_version", __version__)
+    study.set_user_attr("target_trials", len(spec.arms) + spec.trials)
+    return study
+
+
+def _comparable(spec: dict) -> dict:
+    # The trial count may grow between runs of the same sweep; storage and path may move.
+    return {k: v for k, v in spec.items() if k not in ("trials", "storage", "path")}
+
+
+def load_spec(study: optuna.Study) -> SweepSpec:
+    data = study.user_attrs.get("spec")
+    if data is None:
+        raise ConfigError(f"study {study.study_name!r}: not a spikebench study (no sweep "
+                          "definition in its user attributes)")
+    return SweepSpec.from_dict(data)
+
+
+def enqueue_plan(study: optuna.Study, spec: SweepSpec) -> int:
+    """Enqueue the designed comparison's arms x seeds once; returns how many were added.
+
+    Arms already in the study (in any state) are not enqueued again, so a sweep killed
+    while enqueuing resumes cleanly.
+    """
+    present = {t.user_attrs.get("arm") for t in study.get_trials(deepcopy=False)}
+    added = 0
+    for arm, values in spec.arms.items():
+        if arm in present:
+            continue
+        study.enqueue_trial(fixed_params(spec.space, values), user_attrs={"arm": arm})
+        added += 1
+    return added
+
+
+def fixed_params(space: list[Param], values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in space:
+        out.update(p.fixed(values[p.key]))
+    return out
+
+
+def suggest(trial: optuna.Trial, space: list[Param]) -> dict[str, Any]:
+    """Sample (or read the enqueued values of) every dimension; returns config overrides."""
+    out: dict[str, Any] = {}
+    for p in space:
+        if p.off and not trial.suggest_categorical(p.key + CLIP_ON, [True, False]):
+            out[p.key] = None
+        elif p.choices is not None:
+            out[p.key] = trial.suggest_categorical(p.key, list(p.choices))
+        elif p.integer:
+            out[p.key] = trial.suggest_int(p.key, int(p.low), int(p.high), log=p.log)
+        else:
+            out[p.key] = trial.suggest_float(p.key, p.low, p.high, log=p.log)
+    return out
+
+
+def recover_interrupted(study: optuna.Study) -> int:
+    """Fail trials a dead driver left RUNNING and enqueue them again with the same params.
+
+    Only for a storage that this driver alone uses (the default SQLite file, guarded by a
+    lock file); on a shared storage the workers' heartbeats do this job.
+    """
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    interrupted = set(study.user_attrs.get("interrupted", []))
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+        interrupted.add(t.number)
+        attrs = {k: v for k, v in t.user_attrs.items() if k == "arm"}
+        study.enqueue_trial(t.params, user_attrs={**attrs, "retry_of": t.number})
+    if stale:
+        study.set_user_attr("interrupted", sorted(interrupted))
+    return len(stale)
+
+
+def count_done(study: optuna.Study) -> int:
+    """Finished trials that count toward the target: complete, pruned, or failed for a
+    reason of their own (crashed), but not those interrupted by a killed driver."""
+    trials = study.get_trials(deepcopy=False)
+    retried = set(study.user_attrs.get("interrupted", []))
+    retried |= {optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) for t in trials}
+    return sum(t.state in DONE_STATES
+               or (t.state == TrialState.FAIL and t.number not in retried)
+               for t in trials)

@@ -1,0 +1,303 @@
+"""Sweep definitions (``sweeps/*.toml``): parsed, checked and planned before anything runs.
+
+A sweep file has four tables::
+
+    [study]       name, trials (search trials), seeds, objective, target_loss, spike_limit,
+                  spike_metric, sampler, pruner, storage
+    [config]      the base train config of every trial (the same keys as a train config)
+    [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
+    [comparison]  baseline = {...}, recipe = {...}, [comparison.arms] name = {...}
+
+Every problem raises :class:`~spikebench.config.ConfigError` naming the file, the key, the
+value and what is allowed. Each trial's config is resolved here once, so a bad value in an
+arm or at an end of the search space is refused before the first trial starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from spikebench import config as cfgmod
+from spikebench.config import ConfigError
+
+OBJECTIVES = ("multi", "single")
+SAMPLERS = ("tpe", "random", "nsga2")
+PRUNERS = ("none", "patient_hyperband", "median")
+SPIKE_METRICS = ("severity", "events")
+CLIP_ON = "/on"  # suffix of the boolean parameter that switches an "off"-able float on
+
+
+@dataclass(frozen=True)
+class Param:
+    """One search-space dimension over a config key.
+
+    ``choices`` makes it categorical; otherwise a float (or int) range, optionally log-scale.
+    ``off`` adds the value None ("off", e.g. no clipping) through a boolean companion
+    parameter ``<key>/on``, because Optuna cannot mix a category with a continuous range.
+    """
+
+    key: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+    off: bool = False
+    choices: tuple | None = None
+
+    def contains(self, value: Any) -> bool:
+        if self.choices is not None:
+            return value in self.choices
+        if value is None:
+            return self.off
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return self.low <= value <= self.high
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(json.dumps(c) for c in self.choices)
+        text = f"{'int' if self.integer else 'float'} in [{self.low:g}, {self.high:g}]"
+        text += " log-uniform" if self.log else ""
+        return text + (' or "off"' if self.off else "")
+
+    def fixed(self, value: Any) -> dict[str, Any]:
+        """The Optuna parameters that pin this dimension to ``value`` (for enqueued trials)."""
+        if self.off:
+            return {self.key + CLIP_ON: False} if value is None else {
+                self.key + CLIP_ON: True, self.key: value}
+        return {self.key: value}
+
+
+@dataclass
+class SweepSpec:
+    path: str
+    name: str
+    trials: int
+    seeds: list[int]
+    objective: Literal["multi", "single"]
+    target_loss: float
+    spike_limit: float
+    spike_metric: str
+    sampler: str
+    pruner: str
+    storage: str
+    base: dict[str, Any]  # flat dotted overrides of the base config
+    space: list[Param]
+    arms: dict[str, dict[str, Any]]  # arm name -> flat overrides (baseline first, recipe last)
+    steps: int = 0
+    eval_every: int = 0
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["space"] = [{k: v for k, v in dataclasses.asdict(p).items() if v not in (None, False)}
+                      for p in self.space]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        d = dict(d)
+        d["space"] = [Param(**{**p, "choices": tuple(p["choices"]) if "choices" in p else None})
+                      for p in d["space"]]
+        return cls(**d)
+
+
+def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 1}, "train.steps": 5}`` -> ``{"optim.lr": 1, "train.steps": 5}``."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def to_override(key: str, value: Any) -> str:
+    """A ``--set`` string for ``key=value`` that parses back to the same value."""
+    if value is None:
+        return f"{key}=off"
+    return f"{key}={json.dumps(value)}"
+
+
+def resolve_config(base: dict[str, Any], *layers: dict[str, Any]) -> cfgmod.Config:
+    merged = dict(base)
+    for layer in layers:
+        merged.update(layer)
+    return cfgmod.load(None, [to_override(k, v) for k, v in merged.items()])
+
+
+def _err(path: str, key: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{path}: {key} = {json.dumps(value, default=str)}: {allowed}")
+
+
+def _get(table: dict, key: str, path: str, kind: type | tuple, default: Any, allowed: str):
+    value = table.get(key, default)
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise _err(path, f"study.{key}", value, allowed)
+    return value
+
+
+def _parse_param(path: str, key: str, spec: Any) -> Param:
+    where = f"space.{json.dumps(key)}"
+    if not isinstance(spec, dict):
+        raise _err(path, where, spec, "must be a table {low, high[, log, off, int]} or {choices}")
+    unknown = set(spec) - {"low", "high", "log", "off", "int", "choices"}
+    if unknown:
+        raise _err(path, where, spec, f"unknown field {sorted(unknown)[0]!r} "
+                   "(allowed: low, high, log, off, int, choices)")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise _err(path, where + ".choices", choices, "must be a non-empty list")
+        return Param(key, choices=tuple(choices))
+    low, high = spec.get("low"), spec.get("high")
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise _err(path, f"{where}.{name}", v, "must be a number")
+    if low > high:
+        raise _err(path, where, spec, "low must be <= high")
+    log = spec.get("log", False)
+    if log and low <= 0:
+        raise _err(path, f"{where}.low", low, "must be > 0 on a log scale")
+    return Param(key, float(low), float(high), bool(log), bool(spec.get("int", False)),
+                 bool(spec.get("off", False)))
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    """Parse and check a sweep file; ``overrides`` are ``--set`` strings for ``[config]``."""
+    path = str(path)
+    raw = cfgmod.load_toml(path, "sweep")
+    unknown = set(raw) - {"study", "config", "space", "comparison"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} "
+                          "(allowed: study, config, space, comparison)")
+    st = raw.get("study", {})
+    allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
+                     "spike_metric", "sampler", "pruner", "storage", "notes"}
+    if set(st) - allowed_study:
+        bad = sorted(set(st) - allowed_study)[0]
+        raise ConfigError(f"{path}: unknown key 'study.{bad}' (allowed: "
+                          + ", ".join(sorted(allowed_study)) + ")")
+    name = _get(st, "name", path, str, Path(path).stem, "must be a string")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        # The name becomes a folder: keep it to one safe path component.
+        raise _err(path, "study.name", name, "must be letters, digits, '.', '_' or '-' "
+                   "(a folder name)")
+    trials = _get(st, "trials", path, int, 0, "must be an integer >= 0")
+    if trials < 0:
+        raise _err(path, "study.trials", trials, "must be an integer >= 0")
+    seeds = st.get("seeds", [0])
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise _err(path, "study.seeds", seeds, "must be a list of distinct integers >= 0")
+    objective = _get(st, "objective", path, str, "multi", f"must be one of {OBJECTIVES}")
+    if objective not in OBJECTIVES:
+        raise _err(path, "study.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    target = st.get("target_loss")
+    if isinstance(target, bool) or not isinstance(target, int | float) or target <= 0:
+        raise _err(path, "study.target_loss", target, "must be a validation loss > 0")
+    spike_limit = _get(st, "spike_limit", path, (int, float), 2, "must be a number >= 0")
+    spike_metric = _get(st, "spike_metric", path, str, "severity",
+                        f"must be one of {SPIKE_METRICS}")
+    if spike_metric not in SPIKE_METRICS:
+        raise _err(path, "study.spike_metric", spike_metric,
+                   f"must be one of {', '.join(SPIKE_METRICS)}")
+    sampler = _get(st, "sampler", path, str, "tpe", "")
+    if sampler not in SAMPLERS:
+        raise _err(path, "study.sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")
+    pruner = _get(st, "pruner", path, str, "none" if objective == "multi" else
+                  "patient_hyperband", "")
+    if pruner not in PRUNERS:
+        raise _err(path, "study.pruner", pruner, f"must be one of {', '.join(PRUNERS)}")
+    if objective == "multi" and pruner != "none":
+        raise _err(path, "study.pruner", pruner,
+                   'must be "none" with objective = "multi" (Optuna cannot prune '
+                   "multi-objective studies)")
+    storage = _get(st, "storage", path, str, "", "must be an Optuna storage URL")
+
+    base = flatten(raw.get("config", {}))
+    for text in overrides or []:
+        keys, value = cfgmod.parse_override(text)
+        base[".".join(keys)] = value
+    try:
+        base_cfg = resolve_config(base)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: config: {e}") from None
+
+    space_raw = raw.get("space", {})
+    if not isinstance(space_raw, dict):
+        raise _err(path, "space", space_raw, "must be a table")
+    # Space keys are quoted dotted names ("optim.clip"), one dimension each.
+    space = [_parse_param(path, k, v) for k, v in space_raw.items()]
+    # Both ends of every range (and every choice) must make a valid config.
+    for p in space:
+        probes = list(p.choices) if p.choices is not None else [
+            int(p.low) if p.integer else p.low, int(p.high) if p.integer else p.high]
+        for value in probes:
+            try:
+                resolve_config(base, {p.key: value})
+            except ConfigError as e:
+                raise ConfigError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
+
+    arms = _parse_comparison(path, raw.get("comparison"), base, base_cfg, space)
+    return SweepSpec(
+        path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
+        target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
+        sampler=sampler, pruner=pruner, storage=storage, base=base, space=space, arms=arms,
+        steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
+        notes=str(st.get("notes", "")),
+    )
+
+
+def _config_value(cfg: cfgmod.Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, Any]]:
+    """Arms of the designed comparison, each a full assignment of the space's keys.
+
+    The baseline fills every space key it does not name from the base config; every other
+    arm is the baseline plus its own changes, so arms differ from the baseline only where
+    they say. The recipe (the combined strategies) comes last.
+    """
+    if table is None:
+        return {}
+    if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
+        raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
+                   "allowed keys: baseline, recipe, arms")
+    baseline = flatten(table.get("baseline", {}))
+    for p in space:
+        baseline.setdefault(p.key, _config_value(base_cfg, p.key))
+    named = {"baseline": {}, **table.get("arms", {})}
+    if "recipe" in table:
+        named["recipe"] = table["recipe"]
+    arms: dict[str, dict[str, Any]] = {}
+    for arm, changes in named.items():
+        if not isinstance(changes, dict):
+            raise _err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
+        flat = {**baseline, **{k: (None if isinstance(v, str) and v.lower() == "off" else v)
+                               for k, v in flatten(changes).items()}}
+        where = "comparison." + ("baseline" if arm == "baseline" else
+                                 "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
+        try:
+            resolve_config(base, flat)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {where}: {e}") from None
+        for p in space:
+            if not p.contains(flat[p.key]):
+                raise _err(path, f"{where}.{p.key}", flat[p.key],
+                           f"outside the search space ({p.describe()})")
+        arms[arm] = flat
+    return arms
+
