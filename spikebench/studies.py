@@ -56,16 +56,15 @@ def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
 
 
 def make_sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
-    constraints = (lambda ft: list(ft.constraints.values()) if ft.constraints else []) \
-        if spec.objective == "single" else None
+    """Seeded samplers. Single-objective constraints reach TPE and NSGA-II through
+    ``Trial.set_constraint`` (Optuna 5), set before each trial is told."""
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=0)
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=0, constraints_func=constraints)
+        return optuna.samplers.NSGAIISampler(seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=0, multivariate=True, group=True,
-                                          constraints_func=constraints)
+        return optuna.samplers.TPESampler(seed=0, multivariate=True, group=True)
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
@@ -77,7 +76,9 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
     # before Hyperband may stop it, so one spike does not kill a trial that would recover.
     inner = optuna.pruners.HyperbandPruner(min_resource=spec.eval_every,
                                            max_resource=spec.steps, reduction_factor=3)
-    return optuna.pruners.PatientPruner(inner, patience=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.PatientPruner(inner, patience=2)
 
 
 def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
@@ -175,7 +176,8 @@ def count_done(study: optuna.Study) -> int:
     reason of their own (crashed), but not those interrupted by a killed driver."""
     trials = study.get_trials(deepcopy=False)
     retried = set(study.user_attrs.get("interrupted", []))
-    retried |= {optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) for t in trials}
+    # Trials failed by a dead worker's heartbeat and retried carry the number they retry.
+    retried |= {t.system_attrs.get("failed_trial") for t in trials}
     return sum(t.state in DONE_STATES
                or (t.state == TrialState.FAIL and t.number not in retried)
                for t in trials)

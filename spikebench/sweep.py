@@ -120,6 +120,8 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         pruned = False
         try:
             for line in proc.stdout:
+                if spec.objective != "single":
+                    continue  # Optuna cannot prune multi-objective studies
                 try:
                     report = json.loads(line)
                 except json.JSONDecodeError:
@@ -282,7 +284,10 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                 with lock:
                     trial = study.ask()
                     progress.running += 1
-                out = run_trial(trial, spec, slot, trials_dir, lock)
+                try:
+                    out = run_trial(trial, spec, slot, trials_dir, lock)
+                except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
+                    out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
                 with lock:
                     _tell(study, trial, out)
                     progress.running -= 1

@@ -264,6 +264,14 @@ def _config_value(cfg: cfgmod.Config, key: str) -> Any:
     return node
 
 
+def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
+    """"off" for an off-able dimension means None, as in a config (e.g. no clipping); for
+    any other key (curriculum.kind = "off") it stays a plain value."""
+    offable = {p.key for p in space if p.off}
+    return {k: None if k in offable and isinstance(v, str) and v.lower() == "off" else v
+            for k, v in values.items()}
+
+
 def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, Any]]:
     """Arms of the designed comparison, each a full assignment of the space's keys.
 
@@ -276,7 +284,7 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
         raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
                    "allowed keys: baseline, recipe, arms")
-    baseline = flatten(table.get("baseline", {}))
+    baseline = _offs(flatten(table.get("baseline", {})), space)
     for p in space:
         baseline.setdefault(p.key, _config_value(base_cfg, p.key))
     named = {"baseline": {}, **table.get("arms", {})}
@@ -286,8 +294,7 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     for arm, changes in named.items():
         if not isinstance(changes, dict):
             raise _err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
-        flat = {**baseline, **{k: (None if isinstance(v, str) and v.lower() == "off" else v)
-                               for k, v in flatten(changes).items()}}
+        flat = {**baseline, **_offs(flatten(changes), space)}
         where = "comparison." + ("baseline" if arm == "baseline" else
                                  "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
         try:

@@ -1,0 +1,147 @@
+"""Shared sweeps on a real PostgreSQL server: `spikebench sweep --jobs 0` creates the study,
+two `spikebench worker` processes share it, and together they run exactly its plan."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from pgserver import postgres_server
+
+STUDY = "pgtest"
+# 2 comparison arms + 2 search trials = 4, each a 12-step run of a 1-layer model: two rounds
+# of two workers, the least that has them race for the enqueued arms and for the last trials.
+SWEEP = f"""
+[study]
+name = "{STUDY}"
+objective = "multi"
+target_loss = 3.0
+seeds = [0]
+trials = 2
+
+[config]
+model.n_layer = 1
+model.n_embd = 32
+model.n_head = 2
+data.seq_len = 32
+data.batch_size = 4
+data.max_bytes = 200000
+train.steps = 12
+train.eval_every = 6
+train.eval_batches = 1
+train.log_every = 6
+train.probe_every = 6
+
+[space]
+"schedule.warmup_ratio" = {{ low = 0.0, high = 0.1 }}
+
+[comparison]
+baseline = {{ "schedule.warmup_ratio" = 0.0 }}
+
+[comparison.arms]
+"warmup" = {{ "schedule.warmup_ratio" = 0.05 }}
+"""
+ARMS = {"baseline", "warmup"}
+TARGET = 4
+WORKER_TIMEOUT = 300  # s; normally under a minute, but the machine may be shared
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    with postgres_server() as url:
+        yield url
+
+
+def spikebench(*args: str) -> list[str]:
+    # This interpreter's package, not whichever `spikebench` is first on PATH.
+    return [sys.executable, "-m", "spikebench", *args]
+
+
+def password_of(url: str) -> str:
+    return url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+
+
+def trial_numbers(results: Path, marker: str) -> set[int]:
+    """Trial numbers with a folder holding ``marker`` in one worker's results."""
+    return {int(p.parent.name) for p in (results / STUDY / "trials").glob(f"*/{marker}")}
+
+
+def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
+    sweep = tmp_path / "tiny.toml"
+    sweep.write_text(SWEEP)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    secret = password_of(pg_url)
+
+    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
+                                        "--results", str(tmp_path / "a")),
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    assert f"0/{TARGET} trials done" in created.stderr
+    assert "***" in created.stderr  # the driver logs the masked URL
+
+    # Both workers start together, so they race for the enqueued arms and for the last trials.
+    workers, logs = [], []
+    for k in range(2):
+        out = open(tmp_path / f"w{k}.log", "w")  # noqa: SIM115 - closed below
+        err = open(tmp_path / f"w{k}.err", "w")  # noqa: SIM115
+        logs += [out, err]
+        workers.append(subprocess.Popen(
+            spikebench("worker", "--storage", pg_url, "--study", STUDY,
+                       "--results", str(tmp_path / f"w{k}")),
+            cwd=tmp_path, env=env, stdout=out, stderr=err))
+    try:
+        codes = [w.wait(timeout=WORKER_TIMEOUT) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for f in logs:
+            f.close()
+    stderr = [(tmp_path / f"w{k}.err").read_text() for k in range(2)]
+    stdout = [(tmp_path / f"w{k}.log").read_text() for k in range(2)]
+    report = "\n".join(f"--- worker {k} stderr:\n{e}" for k, e in enumerate(stderr))
+    assert codes == [0, 0], report
+
+    study = optuna.load_study(study_name=STUDY, storage=pg_url)
+    trials = study.get_trials(deepcopy=False)
+    summary = report + "\n--- trials:\n" + "\n".join(
+        f"#{t.number} {t.state.name} arm={t.user_attrs.get('arm')} {t.user_attrs.get('error', '')}"
+        for t in trials)
+    assert study.user_attrs["target_trials"] == TARGET
+    # Exactly the plan: no overshoot, nothing failed, nothing left running or waiting.
+    assert Counter(t.state for t in trials) == {TrialState.COMPLETE: TARGET}, summary
+    assert len({t.number for t in trials}) == len(trials), summary
+    arms = Counter(t.user_attrs.get("arm") for t in trials)
+    assert arms == {**dict.fromkeys(ARMS, 1), "search": TARGET - len(ARMS)}, summary
+
+    # Both workers did some of the work, and no trial was run by both.
+    ran = [trial_numbers(tmp_path / f"w{k}", "result.json") for k in range(2)]
+    started = [trial_numbers(tmp_path / f"w{k}", "trial.json") for k in range(2)]
+    assert ran[0] and ran[1], summary
+    assert not started[0] & started[1], summary
+    assert ran[0] | ran[1] == {t.number for t in trials}, summary
+
+    # The storage URL is printed masked only, and stored nowhere in the results.
+    for text in stderr + stdout + [created.stderr, created.stdout]:
+        assert secret not in text
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".csv", ".log", ".err"):
+            assert secret not in path.read_text(errors="replace"), path
+
+
+def test_worker_refuses_sqlite(tmp_path):
+    proc = subprocess.run(spikebench("worker", "--storage", "sqlite:///x.db", "--study", "s"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("spikebench worker: error:")
+    assert "SQLite cannot be shared" in lines[0]
+    assert not (tmp_path / "x.db").exists()  # refused before the file is created
