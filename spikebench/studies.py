@@ -171,10 +171,10 @@ def recover_interrupted(study: optuna.Study) -> int:
     return len(stale)
 
 
-def count_done(study: optuna.Study) -> int:
+def count_done(study: optuna.Study, trials: list | None = None) -> int:
     """Finished trials that count toward the target: complete, pruned, or failed for a
     reason of their own (crashed), but not those interrupted by a killed driver."""
-    trials = study.get_trials(deepcopy=False)
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
     retried = set(study.user_attrs.get("interrupted", []))
     # Trials failed by a dead worker's heartbeat and retried carry the number they retry.
     retried |= {t.system_attrs.get("failed_trial") for t in trials}

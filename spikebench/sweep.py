@@ -316,6 +316,41 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                 "trials_csv": str(study_dir / "trials.csv")}
 
 
+class _TargetGate:
+    """A cross-server mutex around "check the target, then create a trial".
+
+    On PostgreSQL a session-level advisory lock keyed by the study name; on other shared
+    backends a no-op (workers may then overshoot the target by at most one trial each).
+    """
+
+    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str):
+        import sqlalchemy
+
+        self._sql = sqlalchemy.text
+        self.held = False
+        engine = getattr(storage, "engine", None)
+        self.conn = None
+        if engine is not None and engine.dialect.name == "postgresql":
+            self.conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            self.key = self.conn.execute(self._sql("SELECT hashtext(:s)"),
+                                         {"s": f"spikebench:{study_name}"}).scalar()
+
+    def acquire(self) -> None:
+        if self.conn is not None and not self.held:
+            self.conn.execute(self._sql("SELECT pg_advisory_lock(:k)"), {"k": self.key})
+            self.held = True
+
+    def release(self) -> None:
+        if self.conn is not None and self.held:
+            self.conn.execute(self._sql("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+            self.held = False
+
+    def close(self) -> None:
+        self.release()
+        if self.conn is not None:
+            self.conn.close()
+
+
 def run_worker(url: str, study_name: str, *, results: str | Path = "results",
                log: Callable[[str], None] | None = None) -> int:
     """Join a shared study and run trials until it has its target number of finished ones.
@@ -342,7 +377,11 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     target = study.user_attrs.get("target_trials", len(spec.arms) + spec.trials)
 
     def objective(trial: optuna.Trial):
-        out = run_trial(trial, spec, slot, trials_dir, nullcontext())
+        gate.release()  # the trial exists (RUNNING): other workers may check the target now
+        try:
+            out = run_trial(trial, spec, slot, trials_dir, nullcontext())
+        except Exception as e:  # noqa: BLE001 - record it and keep the worker alive
+            out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
         for k, v in out.attrs.items():
             trial.set_user_attr(k, v)
         for k, v in out.constraints.items():
@@ -354,14 +393,26 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
         return out.values
 
     def enough(study: optuna.Study) -> bool:
-        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-        return count_done(study) + running >= target
+        trials = study.get_trials(deepcopy=False)  # one read: no trial counted twice
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        return count_done(study, trials) + running >= target
 
     ran = 0
-    while not enough(study):
-        # One trial per optimize call, so the target is checked before every new trial.
-        study.optimize(objective, n_trials=1, catch=(RuntimeError,))
-        ran += 1
+    gate = _TargetGate(storage, study_name)
+    try:
+        while True:
+            # Checking the target and creating the next trial are one step across workers,
+            # else two workers that both see one trial left both start one.
+            gate.acquire()
+            if enough(study):
+                break
+            try:
+                study.optimize(objective, n_trials=1, catch=(RuntimeError,))
+            finally:
+                gate.release()
+            ran += 1
+    finally:
+        gate.close()
     log(f"worker done: study {study_name!r} has {count_done(study)}/{target} finished "
         f"trials; this worker ran {ran}")
     return 0

@@ -96,8 +96,9 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["space"] = [{k: v for k, v in dataclasses.asdict(p).items() if v not in (None, False)}
-                      for p in self.space]
+        # Drop unset fields only: `v not in (None, False)` would also drop a bound of 0.
+        d["space"] = [{k: v for k, v in dataclasses.asdict(p).items()
+                       if v is not None and v is not False} for p in self.space]
         return d
 
     @classmethod
