@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 # The CPU wheel on this kind of machine; a machine whose python already has torch keeps its own.
 TORCH_CPU := torch==2.13.0
 ARGS ?=
+SWEEP ?= sweeps/default.toml
+STUDY ?= results/default
 
-.PHONY: install test sweep train lint clean
+.PHONY: install test sweep report train lint clean
 
 install: $(STAMP)
 
@@ -25,8 +27,13 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/python -m pytest $(ARGS)
 
+# The main job: run (or resume) the sweep, then write its report.
 sweep: install
-	$(BIN)/spikebench train $(ARGS)
+	$(BIN)/spikebench sweep $(SWEEP) $(ARGS)
+	$(BIN)/spikebench report $(STUDY)
+
+report: install
+	$(BIN)/spikebench report $(STUDY) $(ARGS)
 
 train: install
 	$(BIN)/spikebench train $(ARGS)

@@ -40,6 +40,8 @@ from spikebench.events import (
 )
 
 LOSS, GRAD_NORM = "loss", "grad_norm"
+# Set (truthy) by the trainer on steps whose batch carried an injected fault.
+INJECTED_KEY = "data/injected"
 
 
 def metric_kind(key: str) -> str:
@@ -513,6 +515,7 @@ class SpikeMonitor:
     def update(self, step: int, metrics: Mapping[str, Any]) -> list[str]:
         """Feed one step; returns the metric keys flagged at this step (usually empty)."""
         flagged = []
+        injected = bool(metrics.get(INJECTED_KEY))
         for key, s in self._series.items():
             raw = metrics.get(key)
             if raw is None:
@@ -526,7 +529,7 @@ class SpikeMonitor:
                 spike, _ = s.rule.update(v)
             else:
                 spike = True
-            s.tracker.observe(step, v, spike, lambda s=s, v=v: s.baseline(v))
+            s.tracker.observe(step, v, spike, lambda s=s, v=v: s.baseline(v), injected)
             if math.isfinite(v):
                 s.recent.push(v)
             if spike:

@@ -105,6 +105,8 @@ class Event:
     peak_value: float
     height: float
     n_spike_steps: int = 1
+    # The onset step's batch was an injected fault: a report can tell it from a spontaneous one.
+    injected: bool = False
 
     def to_dict(self, *, json: bool = True) -> dict:
         d = asdict(self)
@@ -161,7 +163,12 @@ class EventTracker:
         value: float,
         is_spike: bool,
         baseline: Callable[[], tuple[float, float | None]],
+        injected: bool = False,
     ) -> None:
+        """Feed one observation. ``injected`` marks a step whose batch was an injected fault:
+        it can still flag and extend an event, but adds nothing to any event's area, because
+        its loss measures the injected data rather than the model (so severity is the damage
+        the model shows on clean batches)."""
         self._row += 1
         dstep = 1 if self._last_step is None else max(step - self._last_step, 1)
         self._last_step = step
@@ -191,7 +198,7 @@ class EventTracker:
                 ev = Event(
                     onset=step, peak=step, metric=self.metric, height_sigma=hs,
                     recovery_steps=0, area=0.0, recovered=False, end=step, level=level,
-                    sigma=sigma, peak_value=peak_cmp, height=h,
+                    sigma=sigma, peak_value=peak_cmp, height=h, injected=injected,
                 )
                 self.events.append(ev)
                 self._pending.append(len(self.events) - 1)
@@ -204,7 +211,7 @@ class EventTracker:
         for idx in self._pending:
             ev = self.events[idx]
             if not ev.recovered:
-                if finite and value > ev.level:
+                if finite and value > ev.level and not injected:
                     ev.area += (value - ev.level) * dstep
                 ev.recovery_steps = step - ev.onset
                 if not is_spike and finite and value <= ev.level + (ev.sigma or 0.0):

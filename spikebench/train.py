@@ -21,7 +21,7 @@ import torch
 from spikebench.batches import BatchStream
 from spikebench.config import Config, ConfigError
 from spikebench.corpus import derive_seed, load_corpus
-from spikebench.detectors import SpikeMonitor
+from spikebench.detectors import INJECTED_KEY, SpikeMonitor
 from spikebench.model import build_model, probe
 from spikebench.precision import loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment
@@ -137,6 +137,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         last = min(start + cfg.faults.lr_shock_steps, t.steps)
         injections.append({"kind": "lr_shock", "factor": cfg.faults.lr_shock_factor,
                            "first_step": start + 1, "last_step": last})
+    # 0-based indices of steps whose batch carries injected rows (stream bursts).
+    injected_steps = {i for inj in stream.injections
+                      for i in range(inj["start_step"], inj["end_step"])}
     if corpus.meta.get("contamination"):
         injections.append({"kind": cfg.faults.burst, "target": "corpus",
                            "segments": len(corpus.meta["contamination"])})
@@ -256,6 +259,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             "data/tokens": tokens,
             "data/seq_len": x.shape[1],
         }
+        if i in injected_steps:
+            rec[INJECTED_KEY] = 1
         if scaler:
             rec["optim/loss_scale"] = scale_now.clone()
             rec["optim/skipped_steps"] = skipped.clone()

@@ -86,3 +86,26 @@ def test_tracker_pending_bounded():
 
 def test_json_safe():
     assert json_safe({"a": [math.inf, 1.0, math.nan], "b": (2,)}) == {"a": [None, 1.0, None], "b": [2]}
+
+
+def test_injected_steps_flag_but_add_no_area():
+    from spikebench.detectors import SpikeMonitor
+
+    def run(mark):
+        mon = SpikeMonitor("default", ("train/loss",))
+        for step in range(1, 200):
+            loss = 3.0 + 0.01 * ((step * 7919) % 13 - 6) / 6
+            burst = 100 <= step < 105
+            if burst:
+                loss = 6.0
+            elif 105 <= step < 110:
+                loss = 3.5  # damage that outlasts the burst, on clean batches
+            mon.update(step, {"train/loss": loss, "data/injected": int(burst and mark)})
+        mon.finish()
+        return [e for e in mon.events if e.onset == 100][0]
+
+    plain, marked = run(False), run(True)
+    assert marked.injected and not plain.injected
+    # Marked: only the five clean damaged steps count (~0.5 nats each).
+    assert 2.0 < marked.area < 3.0
+    assert plain.area > marked.area + 10
