@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from spikebench import config as cfgmod
-from spikebench import spikes_cmd
+from spikebench import report_cmd, spikes_cmd
 from spikebench.config import ConfigError
 
 
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
 
     spikes_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     return parser
 
 
