@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from spikebench.detectors import INJECTED_KEY
+
 STEP_NAMES = ("step", "_step", "global_step")
 LOSS_NAMES = ("loss", "train/loss", "train_loss")
 GRAD_NAMES = ("grad_norm", "optim/grad_norm", "train/grad_norm")
@@ -181,6 +183,11 @@ def read_log(
         out["grad_norm"] = [math.nan if g[i] is None else g[i] for i in keep]
         # Missing cells are not logged NaNs: a NaN grad norm is a divergence, a gap is not.
         out["grad_norm_missing"] = [g[i] is None for i in keep]
+    if INJECTED_KEY in cols:
+        # Our own metrics.jsonl marks injected-fault steps; keep them so offline severity
+        # equals the trainer's (injected steps add no area).
+        flags = _numeric(df, INJECTED_KEY, p, required=False)
+        out["injected"] = [bool(flags[i]) for i in keep]
     out["step"] = out["step"].astype("int64")
     out = out.sort_values("step", kind="stable").drop_duplicates("step", keep="last")
     return Log(str(p), out.reset_index(drop=True), step_col, loss_col, grad_col)

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from spikebench.detectors import RULES, SpikeMonitor
+from spikebench.detectors import INJECTED_KEY, RULES, SpikeMonitor
 from spikebench.events import json_safe
 from spikebench.logs import Log, LogError, read_log
 from spikebench.scores import spike_score
@@ -62,8 +62,11 @@ def analyse(log: Log, detector: str = "default", gap: int = 5) -> dict:
     if log.has_grad_norm:
         grad = frame["grad_norm"].tolist()
         grad_missing = frame["grad_norm_missing"].tolist()
+    injected = frame["injected"].tolist() if "injected" in frame else None
     for i, step in enumerate(frame["step"].tolist()):
         row = {"loss": loss[i]}
+        if injected is not None and injected[i]:
+            row[INJECTED_KEY] = 1
         if log.has_grad_norm and not grad_missing[i]:
             row["grad_norm"] = grad[i]
         mon.update(int(step), row)

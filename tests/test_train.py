@@ -163,3 +163,19 @@ def test_cli_dry_run_prints_config(capsys):
     assert main(["train", "--set", "optim.lr=0.01", "--dry-run"]) == 0
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["optim"]["lr"] == 0.01 and cfg["model"]["preset"] == "gpt-tiny"
+
+
+def test_offline_analysis_of_own_log_matches_online_monitor(tmp_path):
+    from spikebench.logs import read_log
+    from spikebench.spikes_cmd import analyse
+
+    summary, _ = run(tmp_path, "faults.burst=random_bytes", "faults.at=0.5",
+                     "faults.length=5", "train.steps=40")
+    online = [(e["onset"], e["peak"], e["metric"], e["recovery_steps"], e["area"])
+              for e in summary["spikes"]["events"]]
+    offline = analyse(read_log(tmp_path / "r" / "metrics.jsonl"))
+    names = {"loss": "train/loss", "grad_norm": "optim/grad_norm"}
+    got = [(e["onset"], e["peak"], names[e["metric"]], e["recovery_steps"], e["area"])
+           for e in offline["events"]]
+    assert online and got == online
+    assert any(e["injected"] for e in summary["spikes"]["events"])

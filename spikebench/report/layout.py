@@ -171,7 +171,7 @@ def strategy_table(info: dict[str, Any]) -> Table:
 
 def claims_table(info: dict[str, Any]) -> Table:
     cols = ["Claim (article)", "Measured as", "Baseline", "Recipe", "Matched seeds",
-            "Relative change [95% CI]", "Verdict", "Seeds to settle"]
+            "Change [95% CI]", "Verdict", "Seeds to settle"]
     rows = []
     for r in info.get("rows", []):
         fmt = pct if r["key"] == "success" else num
@@ -179,7 +179,10 @@ def claims_table(info: dict[str, Any]) -> Table:
             need = DASH if r["verdict"] != "inconclusive" else "unknown"
         else:
             need = ("≥" if r["seeds_capped"] else "") + str(r["seeds_needed"])
-        rel = interval(r["relative"], lambda v: pct(v, sign=True))
+        if r.get("scale") == "absolute":
+            rel = interval(r["relative"], lambda v: pct(v, sign=True).replace("%", " pp"))
+        else:
+            rel = interval(r["relative"], lambda v: pct(v, sign=True))
         rows.append([
             Cell(f"{r['claim']} ({pct(r['claimed'], sign=True)})"), Cell(r["metric"]),
             Cell(fmt(r["baseline"])), Cell(fmt(r["recipe"])),

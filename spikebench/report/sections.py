@@ -120,6 +120,20 @@ def _success(per_seed: dict[int, dict[str, Any]]) -> dict[int, float]:
             for s, v in per_seed.items()}
 
 
+def _capped_pairs(rs, bs, key, budget_of) -> tuple[dict, dict]:
+    """Per-seed times to target with a miss capped at the run's budget (``budget_of``);
+    seeds where neither arm reached the target, or a capped side is unknown, are None."""
+    def value(v: dict, other: dict | None) -> float | None:
+        if v.get("status") == "completed" and _finite(v.get(key)):
+            return v[key]
+        if v.get("status") == "completed" and other is not None and _finite(other.get(key)):
+            return budget_of(v)
+        return None
+
+    return ({s: value(v, bs.get(s)) for s, v in rs.items()},
+            {s: value(v, rs.get(s)) for s, v in bs.items()})
+
+
 def _by_seed(t: TrialRecord) -> dict[int, dict[str, Any]]:
     return {int(s["seed"]): s for s in t.per_seed if "seed" in s}
 
@@ -265,30 +279,35 @@ def claims_info(study: Study) -> dict[str, Any]:
         return _unavailable(f"the {missing} arm has no completed trial yet", rows=[],
                             rules=stats.VERDICT_RULES)
     bs, rs = _by_seed(base), _by_seed(recipe)
+    budget = study.spec.get("steps")
     series = {
         "success": (_success(rs), _success(bs)),
-        "time_seconds": ({s: v.get("seconds_to_target") for s, v in rs.items()},
-                         {s: v.get("seconds_to_target") for s, v in bs.items()}),
-        "time_steps": ({s: v.get("steps_to_target") for s, v in rs.items()},
-                       {s: v.get("steps_to_target") for s, v in bs.items()}),
+        "time_seconds": _capped_pairs(rs, bs, "seconds_to_target",
+                                      lambda v: v.get("seconds")),
+        "time_steps": _capped_pairs(rs, bs, "steps_to_target", lambda v: budget),
     }
     rows = []
     for h in claimsmod.HEADLINES:
         r, b = series[h.key]
         pairs = stats.pair_by_seed({s: v if _finite(v) else None for s, v in r.items()},
                                    {s: v if _finite(v) else None for s, v in b.items()})
-        rel = stats.paired_relative_ci(pairs)
+        rel = (stats.paired_diff_ci(pairs) if h.scale == "absolute"
+               else stats.paired_relative_ci(pairs))
         v = stats.verdict(rel, h.claimed)
         rows.append({
             "key": h.key, "claim": h.text, "metric": h.metric, "claimed": h.claimed,
             "baseline": float(np.mean([p[2] for p in pairs])) if pairs else None,
             "recipe": float(np.mean([p[1] for p in pairs])) if pairs else None,
             "n_pairs": len(pairs), "of": len(set(r) & set(b)),
-            "relative": _est(rel), "verdict": v.verdict, "seeds_needed": v.seeds_needed,
+            "relative": _est(rel), "scale": h.scale,
+            "verdict": v.verdict, "seeds_needed": v.seeds_needed,
             "seeds_capped": v.seeds_needed == stats.SEEDS_CAP, "why": v.reason,
         })
-    notes = ["success pairs every seed both arms ran; time pairs only seeds where both "
-             "reached the target, so it says nothing about seeds that missed"]
+    notes = ["success: the paired difference in success rate over every seed both arms "
+             "ran, in percentage points (defined even when the baseline never succeeds)",
+             "time: a seed that missed the target counts its whole run (the step budget, or "
+             "the run's wall time) as its time to target, a lower bound of the true time; "
+             "seeds where both arms missed (or diverged) drop out"]
     labels = {(study.metas.get(recipe.number) or {}).get("precision", "")}
     if any("emulated" in str(x) for x in labels):
         notes.append("the recipe's half precision is emulated on this device: its wall time "

@@ -161,10 +161,17 @@ def test_claims_supported_not_supported_inconclusive(root, study):
         root, "mixed", (40, 70, 99), base_steps=(60, 80, 90)))["rows"]}
     assert mixed["time_steps"]["verdict"] == stats.INCONCLUSIVE
     assert mixed["time_steps"]["seeds_needed"] > 3
-    # The default fixture: the baseline reached the target on one seed only.
+    # The default fixture: the baseline reached the target on one seed only. Its two misses
+    # count the whole budget (100 steps), so all three seeds pair up.
     d = {r["key"]: r for r in sec.claims_info(study)["rows"]}
-    assert d["time_steps"]["n_pairs"] == 1 and d["time_steps"]["verdict"] == stats.INCONCLUSIVE
+    assert d["time_steps"]["n_pairs"] == 3 and d["time_steps"]["baseline"] == pytest.approx(
+        (80 + 100 + 100) / 3)
+    assert d["time_steps"]["verdict"] == stats.SUPPORTED
+    # Success is a difference in rate (percentage points): +67 pp over 3 seeds, CI [0, 100].
+    assert d["success"]["scale"] == "absolute"
     assert d["success"]["baseline"] == pytest.approx(1 / 3) and d["success"]["recipe"] == 1.0
+    assert d["success"]["relative"]["value"] == pytest.approx(2 / 3)
+    assert d["success"]["verdict"] == stats.INCONCLUSIVE
     assert any("emulated" in n for n in sec.claims_info(study)["notes"])
 
 
