@@ -93,6 +93,8 @@ def main() -> None:
     cfg = cfgmod.load(None, [f"train.steps={args.steps}", "train.progress=false",
                              f"train.eval_every={args.steps}", *args.overrides])
     device = resolve_device(cfg.train.device)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)  # before the first loop, for both loops
     corpus = load_corpus(cfg)
     bare, ours = [], []
     for _ in range(args.repeats):
