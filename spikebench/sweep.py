@@ -277,6 +277,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         for s in slots:
             free.put(s)
         trials_dir = study_dir / "trials"
+        stopping = threading.Event()
 
         def task() -> None:
             slot = free.get()
@@ -288,6 +289,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     out = run_trial(trial, spec, slot, trials_dir, lock)
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
                     out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
+                if stopping.is_set():
+                    return  # interrupted: left RUNNING, so the next run retries it
                 with lock:
                     _tell(study, trial, out)
                     progress.running -= 1
@@ -305,6 +308,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             for _ in runner(delayed(task)() for _ in range(remaining)):
                 pass
         except KeyboardInterrupt:
+            stopping.set()
             _kill_children()
             log("interrupted: finished trials are kept; run the same command to resume")
             raise

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+import pytest
 from optuna.trial import TrialState
 
 from spikebench.studies import default_storage
@@ -94,7 +95,8 @@ def _trial_runners(marker: str) -> list[int]:
     return pids
 
 
-def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
     f = write_sweep(tmp_path, name="resume", trials=2, steps=30)
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "spikebench", "sweep", str(f), "--results", str(results),
@@ -112,8 +114,11 @@ def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path):
     else:
         proc.kill()
         raise AssertionError("the sweep did not get going: " + proc.stderr.read())
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 130
+        assert "run the same command to resume" in proc.stderr.read()
     before = {t.number: t.values for t in load(results, "resume").trials
               if t.state == TrialState.COMPLETE}
     assert before
