@@ -11,11 +11,11 @@ import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState
+from sweep_helpers import write_sweep
 
 from spikebench.studies import default_storage
 from spikebench.sweep import run_sweep
 from spikebench.sweepfile import load_sweep
-from tests.sweep_helpers import write_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

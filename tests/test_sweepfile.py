@@ -1,10 +1,10 @@
 import pytest
+from sweep_helpers import write_sweep
 
 from spikebench.cli import main
 from spikebench.config import ConfigError
 from spikebench.studies import fixed_params, mask_url
 from spikebench.sweepfile import load_sweep
-from tests.sweep_helpers import write_sweep
 
 
 def test_default_sweep_loads_with_full_comparison():

@@ -13,40 +13,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 from pgserver import postgres_server
+from sweep_helpers import write_sweep
 
 STUDY = "pgtest"
 # 2 comparison arms + 2 search trials = 4, each a 12-step run of a 1-layer model: two rounds
 # of two workers, the least that has them race for the enqueued arms and for the last trials.
-SWEEP = f"""
-[study]
-name = "{STUDY}"
-objective = "multi"
-target_loss = 3.0
-seeds = [0]
-trials = 2
-
-[config]
-model.n_layer = 1
-model.n_embd = 32
-model.n_head = 2
-data.seq_len = 32
-data.batch_size = 4
-data.max_bytes = 200000
-train.steps = 12
-train.eval_every = 6
-train.eval_batches = 1
-train.log_every = 6
-train.probe_every = 6
-
-[space]
-"schedule.warmup_ratio" = {{ low = 0.0, high = 0.1 }}
-
-[comparison]
-baseline = {{ "schedule.warmup_ratio" = 0.0 }}
-
-[comparison.arms]
-"warmup" = {{ "schedule.warmup_ratio" = 0.05 }}
-"""
 ARMS = {"baseline", "warmup"}
 TARGET = 4
 WORKER_TIMEOUT = 300  # s; normally under a minute, but the machine may be shared
@@ -73,8 +44,11 @@ def trial_numbers(results: Path, marker: str) -> set[int]:
 
 
 def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
-    sweep = tmp_path / "tiny.toml"
-    sweep.write_text(SWEEP)
+    sweep = write_sweep(
+        tmp_path, name=STUDY, trials=2, seeds="[0]",
+        space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
+        comparison=('baseline = { "schedule.warmup_ratio" = 0.0 }\n'
+                    '[comparison.arms]\n"warmup" = { "schedule.warmup_ratio" = 0.05 }\n'))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     secret = password_of(pg_url)
 
