@@ -177,16 +177,18 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             for s in sinks:
                 s.write(rec)
 
-    def flush() -> int | None:
-        """Read the interval's metrics back in one sync; return the first bad step, if any."""
+    def flush() -> tuple[list[dict[str, Any]], int | None]:
+        """Read the interval's metrics back in one sync: (records, first bad step or None)."""
         nonlocal last_flush, tokens_at_flush
         keys = [(i, k) for i, rec in enumerate(pending) for k, v in rec.items()
                 if isinstance(v, torch.Tensor)]
-        if keys:
-            values = torch.stack([pending[i][k].float() for i, k in keys]).tolist()
-            for (i, k), v in zip(keys, values, strict=True):
-                pending[i][k] = v
-        bad = int(first_bad)
+        # float64 keeps step numbers exact; first_bad rides along so this is the only sync.
+        values = torch.stack([pending[i][k].double() for i, k in keys]
+                             + [first_bad.double()]).tolist()
+        *values, bad = values
+        for (i, k), v in zip(keys, values, strict=True):
+            pending[i][k] = v
+        bad = int(bad)
         now = time.perf_counter()
         rate = (tokens - tokens_at_flush) / max(now - last_flush, 1e-9)
         for rec in pending:
