@@ -179,3 +179,17 @@ def test_offline_analysis_of_own_log_matches_online_monitor(tmp_path):
            for e in offline["events"]]
     assert online and got == online
     assert any(e["injected"] for e in summary["spikes"]["events"])
+
+
+def test_fp16_overflow_steps_are_skipped_and_counted_not_fatal(tmp_path):
+    # A loss scale of 2**40 makes the (emulated) fp16 gradients overflow at first: the scaler
+    # skips those steps and halves the scale until they fit.
+    summary, rows = run(tmp_path, "precision.mode=fp16", "precision.init_scale=1099511627776",
+                        "train.steps=30")
+    assert summary["status"] == "completed"
+    assert summary["skipped_steps"] >= 5
+    scales = [r["optim/loss_scale"] for r in rows if "optim/loss_scale" in r]
+    assert scales[0] == 2.0**39  # halved after the first step overflowed
+    assert min(scales) <= 2.0**35
+    assert rows[-1]["optim/skipped_steps"] == summary["skipped_steps"]
+    assert summary["final_val_loss"] < summary["initial_val_loss"]
