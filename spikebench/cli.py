@@ -64,8 +64,15 @@ def _jobs(text: str) -> int:
     return n
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit code 2, like every other user error here."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="spikebench", description="Measure and tame loss spikes in LM pretraining."
     )
     sub = parser.add_subparsers(dest="command", required=True)
