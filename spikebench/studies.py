@@ -153,7 +153,7 @@ def suggest(trial: optuna.Trial, space: list[Param]) -> dict[str, Any]:
     return out
 
 
-def recover_interrupted(study: optuna.Study) -> int:
+def recover_interrupted(study: optuna.Study, spec: SweepSpec) -> int:
     """Fail trials a dead driver left RUNNING and enqueue them again with the same params.
 
     Only for a storage that this driver alone uses (the default SQLite file, guarded by a
@@ -164,8 +164,12 @@ def recover_interrupted(study: optuna.Study) -> int:
     for t in stale:
         study.tell(t.number, state=TrialState.FAIL)
         interrupted.add(t.number)
-        attrs = {k: v for k, v in t.user_attrs.items() if k == "arm"}
-        study.enqueue_trial(t.params, user_attrs={**attrs, "retry_of": t.number})
+        arm = t.user_attrs.get("arm")
+        # An arm is pinned by its definition (the trial may have died before its params
+        # were suggested); a search trial is retried with the params it had.
+        params = fixed_params(spec.space, spec.arms[arm]) if arm in spec.arms else t.params
+        attrs = {"arm": arm} if arm else {}
+        study.enqueue_trial(params, user_attrs={**attrs, "retry_of": t.number})
     if stale:
         study.set_user_attr("interrupted", sorted(interrupted))
     return len(stale)

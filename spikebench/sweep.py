@@ -263,7 +263,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = open_study(spec, make_storage(url))
         # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
-        recovered = recover_interrupted(study) if is_sqlite(url) else 0
+        recovered = recover_interrupted(study, spec) if is_sqlite(url) else 0
         enqueue_plan(study, spec)
         total = len(spec.arms) + spec.trials
         done = count_done(study)

@@ -1,0 +1,31 @@
+import optuna
+from optuna.trial import TrialState
+
+from spikebench.studies import count_done, enqueue_plan, recover_interrupted, suggest
+from spikebench.sweepfile import load_sweep
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_enqueue_plan_once_and_recover_an_arm_that_died_before_suggesting():
+    spec = load_sweep("sweeps/default.toml")
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    assert enqueue_plan(study, spec) == len(spec.arms)
+    assert enqueue_plan(study, spec) == 0  # already there: nothing twice
+    first = study.ask()  # the baseline, RUNNING, killed before its params were suggested
+    assert first.user_attrs["arm"] == "baseline" and first.params == {}
+    second = study.ask()
+    values = suggest(second, spec.space)
+    assert values == {k: spec.arms["warmup + cosine"][k] for k in values}
+    assert recover_interrupted(study, spec) == 2
+    assert study.user_attrs["interrupted"] == [0, 1]
+    assert [t.state for t in study.trials[:2]] == [TrialState.FAIL] * 2
+    assert count_done(study) == 0  # interrupted trials do not count as done
+    retried = [t for t in study.trials if t.user_attrs.get("retry_of") is not None]
+    assert {t.user_attrs["arm"] for t in retried} == {"baseline", "warmup + cosine"}
+    # The retried baseline gets the baseline's values, not whatever a sampler would pick.
+    asked = [study.ask() for _ in range(len(spec.arms))]
+    base = next(t for t in asked if t.user_attrs.get("retry_of") == 0)
+    assert base.user_attrs["arm"] == "baseline"
+    assert suggest(base, spec.space) == {
+        k: spec.arms["baseline"][k] for k in (p.key for p in spec.space)}
