@@ -80,8 +80,13 @@ class ProgressBar(Sink):
         if self.tty:
             self.stream.write("\n")
         if summary:
-            self.stream.write(
-                f"{self.label}: {summary.get('status')} after {summary.get('steps')} steps, "
-                f"final val loss {summary.get('final_val_loss')}\n"
-            )
+            final = summary.get("final_val_loss")
+            if summary.get("status") == "diverged":
+                text = (f"diverged at step {summary.get('diverged_step')} (non-finite loss "
+                        "or gradient norm)")
+            else:
+                text = f"{summary.get('status')} after {summary.get('steps')} steps"
+            if final is not None:
+                text += f", final val loss {final:.4f}"
+            self.stream.write(f"{self.label}: {text}\n")
         self.stream.flush()
