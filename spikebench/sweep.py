@@ -97,7 +97,7 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
     with lock:
         params = suggest(trial, spec.space)
         arm = trial.user_attrs.get("arm", "search")
-    cfg = resolve_config(spec.base, spec.arms.get(arm, {}) if arm != "search" else {}, params)
+    cfg = resolve_config(spec.base, spec.arms.get(arm, {}), params)
     cfg.train.progress = False
     cfg.train.threads = slot.threads
     cfg.spikes.target_loss = spec.target_loss
