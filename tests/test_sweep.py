@@ -105,10 +105,12 @@ def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     trials_dir = results / "resume" / "trials"
     deadline = time.time() + 120
-    # Wait until one trial finished and the next one is training, then kill -9 the driver.
+    # Wait until one trial finished and the next one has started, then signal the driver.
+    # The driver writes trial.json before it spawns the trial process, so the window is the
+    # whole trial (process start included), not just its sub-second training.
     while time.time() < deadline:
         done = list(trials_dir.glob("*/result.json")) if trials_dir.exists() else []
-        if done and len(list(trials_dir.glob("*/seed-0/config.json"))) > len(done):
+        if done and len(list(trials_dir.glob("*/trial.json"))) > len(done):
             break
         time.sleep(0.2)
     else:
