@@ -134,6 +134,9 @@ class FaultConfig:
 @dataclass
 class TrainConfig:
     steps: int = field(default=300, metadata=_rng(1))
+    # A budget in tokens instead of steps: steps = ceil(tokens / (batch_size * seq_len)),
+    # worked out when the config is resolved (a seq-len curriculum then sees fewer tokens).
+    tokens: int | None = field(default=None, metadata=_rng(1))
     seed: int = field(default=0, metadata=_rng(0))
     device: str = "auto"
     # torch intra-op threads; 0 leaves torch's default.
@@ -342,10 +345,17 @@ def preset_path(name: str) -> Path:
     raise ConfigError(f"model.preset = {name!r}: no such preset (known: {', '.join(known)})")
 
 
+# The two ways to give a run's length; an override of either replaces the file's budget.
+BUDGET_KEYS = ("train.steps", "train.tokens")
+
+
 def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = None) -> Config:
     """Resolve a config dict (from a file) and overrides into a checked :class:`Config`."""
     raw = dict(raw or {})
     over = overrides_to_dict(overrides or [])
+    if isinstance(over.get("train"), dict) and isinstance(raw.get("train"), dict) and (
+            {"steps", "tokens"} & set(over["train"])):
+        raw["train"] = {k: v for k, v in raw["train"].items() if k not in ("steps", "tokens")}
     merged = _merge(raw, over)
     preset = merged.get("model", {}).get("preset", ModelConfig.preset)
     if not isinstance(preset, str):
@@ -357,6 +367,12 @@ def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = Non
     merged = _merge({"model": pdata.get("model", {})}, merged)
     merged.setdefault("model", {})["preset"] = preset
     cfg = build(Config, merged)
+    if cfg.train.tokens is not None:
+        if "steps" in merged.get("train", {}):
+            raise ConfigError(f"train.tokens = {cfg.train.tokens}: set one budget, train.steps "
+                              f"= {cfg.train.steps} or train.tokens, not both")
+        per_step = cfg.data.batch_size * cfg.data.seq_len
+        cfg.train.steps = -(-cfg.train.tokens // per_step)
     cfg.check()
     return cfg
 

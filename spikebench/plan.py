@@ -22,7 +22,9 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         + ("minimise [spikes, convergence]; Pareto front" if spec.objective == "multi" else
            f"minimise convergence; constraints: median spike events <= {spec.spike_limit:g}, "
            "no diverged seed") + f"), spikes = {spec.spike_metric}",
-        f"  target validation loss: {spec.target_loss:g} within {spec.steps} steps",
+        f"  target validation loss: {spec.target_loss:g} within {spec.steps} steps"
+        + (f" (train.tokens = {spec.base['train.tokens']})" if "train.tokens" in spec.base
+           else ""),
         f"  sampler: {spec.sampler}, pruner: {spec.pruner}",
         f"  seeds per trial: {spec.seeds}",
         f"  workers: {jobs if jobs is not None else 'auto'} (cores here: {os.cpu_count()})",
@@ -34,7 +36,9 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         f"x {len(spec.seeds)} seeds = {runs} training runs",
     ]
     for arm, values in spec.arms.items():
-        lines.append(f"  arm {arm!r}: " + ", ".join(
+        note = " (the article's recipe: the file declares none)" if (
+            arm == "recipe" and spec.default_recipe) else ""
+        lines.append(f"  arm {arm!r}{note}: " + ", ".join(
             f"{k}={'off' if v is None else json.dumps(v)}" for k, v in values.items()))
     if spec.trials:
         lines.append(f"  then {spec.trials} trials sampled by {spec.sampler}")

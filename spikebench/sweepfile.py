@@ -30,6 +30,14 @@ SAMPLERS = ("tpe", "random", "nsga2")
 PRUNERS = ("none", "patient_hyperband", "median")
 SPIKE_METRICS = ("severity", "events")
 CLIP_ON = "/on"  # suffix of the boolean parameter that switches an "off"-able float on
+# The strategy-table article's combined recipe, run by every study that does not declare its
+# own: warmup 2-3% (2.5%), clipping at 1.0, bf16, curriculum on (sequence-length warmup).
+ARTICLE_RECIPE: dict[str, Any] = {
+    "schedule.warmup_ratio": 0.025,
+    "optim.clip": 1.0,
+    "precision.mode": "bf16",
+    "curriculum.kind": "seqlen",
+}
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class SweepSpec:
     eval_every: int = 0
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # True when the recipe arm is ARTICLE_RECIPE because the file declares none.
+    default_recipe: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -227,7 +237,11 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     base = flatten(raw.get("config", {}))
     for text in overrides or []:
         keys, value = cfgmod.parse_override(text)
-        base[".".join(keys)] = value
+        key = ".".join(keys)
+        if key in cfgmod.BUDGET_KEYS:  # a budget on the command line replaces the file's
+            for other in cfgmod.BUDGET_KEYS:
+                base.pop(other, None)
+        base[key] = value
     try:
         base_cfg = resolve_config(base)
     except ConfigError as e:
@@ -248,13 +262,15 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
             except ConfigError as e:
                 raise ConfigError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
 
-    arms = _parse_comparison(path, raw.get("comparison"), base, base_cfg, space)
+    comparison = raw.get("comparison", {})
+    arms = _parse_comparison(path, comparison, base, base_cfg, space)
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
         target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
         sampler=sampler, pruner=pruner, storage=storage, base=base, space=space, arms=arms,
         steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
         notes=str(st.get("notes", "")),
+        default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,
     )
 
 
@@ -276,12 +292,13 @@ def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
 def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, Any]]:
     """Arms of the designed comparison, each a full assignment of the space's keys.
 
-    The baseline fills every space key it does not name from the base config; every other
-    arm is the baseline plus its own changes, so arms differ from the baseline only where
-    they say. The recipe (the combined strategies) comes last.
+    Every study has at least two: the plain baseline and the combined recipe. The baseline
+    fills every space key it does not name from the base config (no ``[comparison]`` table:
+    the base config itself); every other arm is the baseline plus its own changes, so arms
+    differ from the baseline only where they say. The recipe comes last; a file that
+    declares none gets :data:`ARTICLE_RECIPE`, whose keys outside the search space are plain
+    config overrides of that arm.
     """
-    if table is None:
-        return {}
     if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
         raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
                    "allowed keys: baseline, recipe, arms")
@@ -289,8 +306,7 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     for p in space:
         baseline.setdefault(p.key, _config_value(base_cfg, p.key))
     named = {"baseline": {}, **table.get("arms", {})}
-    if "recipe" in table:
-        named["recipe"] = table["recipe"]
+    named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
     arms: dict[str, dict[str, Any]] = {}
     for arm, changes in named.items():
         if not isinstance(changes, dict):
@@ -298,6 +314,8 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
         flat = {**baseline, **_offs(flatten(changes), space)}
         where = "comparison." + ("baseline" if arm == "baseline" else
                                  "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
+        if arm == "recipe" and "recipe" not in table:
+            where += " (the article's recipe, run when the file declares none)"
         try:
             resolve_config(base, flat)
         except ConfigError as e:

@@ -29,6 +29,22 @@ def test_clip_off_round_trips_through_json():
     assert again == cfg
 
 
+def test_token_budget_sets_steps():
+    cfg = c.load(None, ["train.tokens=100000", "data.batch_size=8", "data.seq_len=64"])
+    assert cfg.train.steps == 196  # ceil(100000 / (8 * 64))
+    assert c.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(c.ConfigError) as e:
+        c.load(None, ["train.tokens=100000", "train.steps=10"])
+    assert "train.tokens = 100000: set one budget" in str(e.value)
+    # A budget override replaces the file's budget of either kind.
+    assert c.resolve({"train": {"steps": 7}}, ["train.tokens=1024"]).train.steps == 1
+    cfg = c.resolve({"train": {"tokens": 10**6}}, ["train.steps=5"])
+    assert (cfg.train.steps, cfg.train.tokens) == (5, None)
+    with pytest.raises(c.ConfigError) as e:
+        c.load(None, ["train.tokens=0"])
+    assert "train.tokens = 0: must be in [1, inf]" in str(e.value)
+
+
 def test_int_accepted_for_float():
     assert c.load(None, ["optim.lr=1"]).optim.lr == 1.0
 

@@ -25,14 +25,15 @@ def load(results: Path, name: str) -> optuna.Study:
 
 
 def test_four_trial_sweep(tmp_path):
-    spec = load_sweep(write_sweep(tmp_path, trials=2, seeds="[0, 1]"))
+    # baseline, "clip 1.0", the article's recipe (the file declares none), one search trial
+    spec = load_sweep(write_sweep(tmp_path, trials=1, seeds="[0, 1]"))
     out = run_sweep(spec, results=tmp_path / "r", jobs=2, log=lambda s: None)
     assert out["done"] == out["total"] == 4
     study = load(tmp_path / "r", "tiny")
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
     arms = sorted(t.user_attrs["arm"] for t in trials)
-    assert arms == ["baseline", "clip 1.0", "search", "search"]
+    assert arms == ["baseline", "clip 1.0", "recipe", "search"]
     base = next(t for t in trials if t.user_attrs["arm"] == "baseline")
     assert base.params == {"schedule.warmup_ratio": 0.0, "optim.clip/on": False}
     for t in trials:
@@ -47,6 +48,12 @@ def test_four_trial_sweep(tmp_path):
     clip = next(t for t in trials if t.user_attrs["arm"] == "clip 1.0")
     cfg = json.loads((Path(clip.user_attrs["dir"]) / "seed-0" / "config.json").read_text())
     assert cfg["optim"]["clip"] == 1.0
+    # The recipe's keys outside the space (precision, curriculum) reach its config too.
+    recipe = next(t for t in trials if t.user_attrs["arm"] == "recipe")
+    assert recipe.params == {"schedule.warmup_ratio": 0.025, "optim.clip/on": True,
+                             "optim.clip": 1.0}
+    cfg = json.loads((Path(recipe.user_attrs["dir"]) / "seed-1" / "config.json").read_text())
+    assert (cfg["precision"]["mode"], cfg["curriculum"]["kind"]) == ("bf16", "seqlen")
     table = pd.read_csv(tmp_path / "r" / "tiny" / "trials.csv")
     assert len(table) == 4 and "user_attrs_arm" in table.columns
     # Running the same command again finds the work done and runs nothing.
@@ -70,7 +77,7 @@ def test_diverging_trial_recorded_and_sweep_goes_on(tmp_path):
 
 
 def test_single_objective_sets_constraints(tmp_path):
-    f = write_sweep(tmp_path, name="single", objective="single", trials=1,
+    f = write_sweep(tmp_path, name="single", objective="single", trials=0,
                     extra_study='spike_limit = 0\npruner = "patient_hyperband"\n')
     run_sweep(load_sweep(f), results=tmp_path / "r", jobs=2, log=lambda s: None)
     trials = load(tmp_path / "r", "single").trials
@@ -97,7 +104,7 @@ def _trial_runners(marker: str) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
-    f = write_sweep(tmp_path, name="resume", trials=2, steps=30)
+    f = write_sweep(tmp_path, name="resume", trials=1, steps=30)
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "spikebench", "sweep", str(f), "--results", str(results),
            "--jobs", "1"]

@@ -4,7 +4,7 @@ from sweep_helpers import write_sweep
 from spikebench.cli import main
 from spikebench.config import ConfigError
 from spikebench.studies import fixed_params, mask_url
-from spikebench.sweepfile import load_sweep
+from spikebench.sweepfile import ARTICLE_RECIPE, load_sweep
 
 
 def test_default_sweep_loads_with_full_comparison():
@@ -33,6 +33,22 @@ def test_off_param_maps_to_switch():
 def test_overrides_reach_base_config():
     spec = load_sweep("sweeps/default.toml", ["train.steps=40"])
     assert spec.steps == 40 and spec.base["train.steps"] == 40
+
+
+def test_every_study_has_baseline_and_article_recipe(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[study]\ntarget_loss = 3.0\n[config]\noptim.lr = 3e-3\n'
+                 '[space]\n"optim.lr" = { low = 1e-4, high = 1e-2, log = true }\n')
+    spec = load_sweep(f)
+    assert spec.default_recipe and list(spec.arms) == ["baseline", "recipe"]
+    assert spec.arms["baseline"] == {"optim.lr": 3e-3}
+    # Outside the space the recipe's values are that arm's config overrides.
+    assert spec.arms["recipe"] == {"optim.lr": 3e-3, **ARTICLE_RECIPE}
+    assert fixed_params(spec.space, spec.arms["recipe"]) == {"optim.lr": 3e-3}
+    # A declared recipe replaces the article's.
+    f.write_text(f.read_text() + '[comparison]\nrecipe = { "optim.lr" = 1e-3 }\n')
+    spec = load_sweep(f)
+    assert not spec.default_recipe and spec.arms["recipe"] == {"optim.lr": 1e-3}
 
 
 def test_mask_url():
@@ -65,6 +81,9 @@ BAD = [
      'comparison.baseline.optim.lr = 5.0: outside the search space'),
     ('[study]\ntarget_loss = 3.0\n[comparison.arms]\nx = { "optim.clip" = 0 }\n',
      'comparison.arms."x": optim.clip = 0.0'),
+    ('[study]\ntarget_loss = 3.0\n[space]\n"curriculum.kind" = { choices = ["off", "easy_first"] }\n',
+     "comparison.recipe (the article's recipe, run when the file declares none).curriculum.kind"
+     ' = "seqlen": outside the search space'),
 ]
 
 
@@ -85,6 +104,6 @@ def test_dry_run_prints_plan_and_runs_nothing(tmp_path, capsys):
     f = write_sweep(tmp_path, trials=3, seeds="[0, 1]")
     assert main(["sweep", str(f), "--dry-run", "--results", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert "2 comparison arms + 3 search trials, x 2 seeds = 10 training runs" in out
+    assert "3 comparison arms + 3 search trials, x 2 seeds = 12 training runs" in out
     assert "optim.clip: float in [0.1, 10] log-uniform or \"off\"" in out
     assert not (tmp_path / "r").exists()

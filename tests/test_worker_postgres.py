@@ -18,7 +18,7 @@ from sweep_helpers import write_sweep
 STUDY = "pgtest"
 # 2 comparison arms + 2 search trials = 4, each a 12-step run of a 1-layer model: two rounds
 # of two workers, the least that has them race for the enqueued arms and for the last trials.
-ARMS = {"baseline", "warmup"}
+ARMS = {"baseline", "warmup", "recipe"}
 TARGET = 4
 WORKER_TIMEOUT = 300  # s; normally under a minute, but the machine may be shared
 
@@ -45,7 +45,7 @@ def trial_numbers(results: Path, marker: str) -> set[int]:
 
 def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
     sweep = write_sweep(
-        tmp_path, name=STUDY, trials=2, seeds="[0]",
+        tmp_path, name=STUDY, trials=1, seeds="[0]",
         space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
         comparison=('baseline = { "schedule.warmup_ratio" = 0.0 }\n'
                     '[comparison.arms]\n"warmup" = { "schedule.warmup_ratio" = 0.05 }\n'))
