@@ -467,7 +467,7 @@ class _Series:
         self.last_step: int | None = None
         self.n = 0
 
-    def baseline(self, fallback: float) -> tuple[float, float | None]:
+    def baseline(self, fallback: float) -> tuple[float, float | None, float, float]:
         return local_baseline(
             self.recent.last(self.recent.count), SpikeMonitor.LEVEL_WINDOW, fallback
         )
@@ -486,7 +486,8 @@ class SpikeMonitor:
     - Metric keys containing ``grad_norm`` are grad norms (rules restricted to losses do not
       apply to them); everything else is treated as a loss-like series.
     - Events: see :mod:`spikebench.events`; the pre-onset level is the median of the last
-      16 finite values, sigma the MAD-of-differences scale of the last 64.
+      16 finite values, sigma the MAD-of-differences scale of the last 64, and the area is
+      measured from the pre-spike trend fitted on those 64.
     """
 
     BASELINE_WINDOW = 64

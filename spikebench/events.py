@@ -10,9 +10,14 @@ differences), and from those derive:
 - ``recovery_steps``: steps from onset until the metric is back at or below
   ``level + sigma``; an event still above that at the end of the data is unrecovered and
   counts the steps remaining (``recovered=False``);
-- ``area``: the area between the curve and the pre-onset level extended flat, over the event
-  and its recovery (units: metric x steps), a severity measure that, unlike a count, tells a
-  one-step blip from a thousand-step detour.
+- ``area``: the area between the curve and its pre-spike trend, over the event and its
+  recovery (units: metric x steps), a severity measure that, unlike a count, tells a
+  one-step blip from a thousand-step detour. The trend is the line through the pre-onset
+  level with the slope of the recent values (median of the newer half minus median of the
+  older half, per observation), never rising (a rising pre-onset curve is a precursor, not
+  a trend to excuse) and extrapolated no further than the window it was fitted on
+  (``TREND_HORIZON`` observations), after which it stays flat. A loss that was still
+  falling when it spiked owes the progress it lost, not just its climb above the old level.
 
 All of this is incremental (:class:`EventTracker`), so the online monitor and an offline pass
 over a log produce identical events.
@@ -29,6 +34,8 @@ MAD_TO_SIGMA = 1.4826
 # Bound on events awaiting recovery: keeps every observation O(1) even when a rule flags
 # something that never comes back (a level shift); the oldest is then closed unrecovered.
 MAX_PENDING = 32
+# Observations over which a pre-spike trend is extrapolated (its fitting window's length).
+TREND_HORIZON = 64
 
 
 def median(xs: Sequence[float]) -> float:
@@ -57,6 +64,20 @@ def robust_sigma_from_diffs(values: Sequence[float]) -> float | None:
     if mad == 0.0:
         mad = sum(dev) / len(dev)
     return MAD_TO_SIGMA * mad / math.sqrt(2.0)
+
+
+def trend_slope(values: Sequence[float]) -> float:
+    """Slope per observation of a recent series, robust and never rising; 0.0 with < 8 values.
+
+    The median of the newer half minus the median of the older half, over the distance
+    between the halves' centres: medians of many values shrug off noise and the odd
+    outlier, where a median of single differences would be too noisy to extrapolate.
+    """
+    h = len(values) // 2
+    if h < 4:
+        return 0.0
+    slope = (median(values[-h:]) - median(values[-2 * h:-h])) / h
+    return min(slope, 0.0)
 
 
 def json_safe(x):
@@ -90,6 +111,8 @@ class Event:
     ``height_sigma`` is None when the onset came before 4 values existed (no noise scale
     yet; ``height`` in metric units is still given) and inf for a non-finite peak.
     ``recovery_steps`` is provisional (steps so far) while ``recovered`` is False.
+    ``trend`` (per observation, <= 0) and ``trend_start`` (the trend at the onset) define
+    the line the ``area`` is measured from; ``n_obs`` counts observations since the onset.
     """
 
     onset: int
@@ -105,6 +128,9 @@ class Event:
     peak_value: float
     height: float
     n_spike_steps: int = 1
+    trend: float = 0.0
+    trend_start: float = math.nan
+    n_obs: int = 0
     # The onset step's batch was an injected fault: a report can tell it from a spontaneous one.
     injected: bool = False
 
@@ -136,8 +162,10 @@ class EventTracker:
 
     Call :meth:`observe` once per observation, in step order, with the rule's verdict.
     ``baseline`` is called only when an event opens and must return the pre-onset
-    ``(level, sigma)`` computed from values *before* this observation; calling it lazily keeps
-    the per-step cost at a few comparisons.
+    ``(level, sigma)`` or ``(level, sigma, trend, lag)`` computed from values *before* this
+    observation (``trend``: slope per observation; ``lag``: how many observations before
+    the onset the level stands, e.g. the centre of the values it is a median of); calling it
+    lazily keeps the per-step cost at a few comparisons.
 
     Edge cases: a flagged observation within ``gap`` unflagged observations of the previous
     flag extends the latest event, even if it had already dipped back to its level (bursts
@@ -193,12 +221,15 @@ class EventTracker:
                     if len(self.events) - 1 not in self._pending:
                         self._pending.append(len(self.events) - 1)
             else:
-                level, sigma = baseline()
+                base = baseline()
+                level, sigma = base[0], base[1]
+                trend, lag = (base[2], base[3]) if len(base) > 2 else (0.0, 0.0)
                 h, hs = _height(peak_cmp, level, sigma)
                 ev = Event(
                     onset=step, peak=step, metric=self.metric, height_sigma=hs,
                     recovery_steps=0, area=0.0, recovered=False, end=step, level=level,
                     sigma=sigma, peak_value=peak_cmp, height=h, injected=injected,
+                    trend=trend, trend_start=level + trend * lag,
                 )
                 self.events.append(ev)
                 self._pending.append(len(self.events) - 1)
@@ -211,8 +242,10 @@ class EventTracker:
         for idx in self._pending:
             ev = self.events[idx]
             if not ev.recovered:
-                if finite and value > ev.level and not injected:
-                    ev.area += (value - ev.level) * dstep
+                ref = ev.trend_start + ev.trend * min(ev.n_obs, TREND_HORIZON)
+                ev.n_obs += 1
+                if finite and value > ref and not injected:
+                    ev.area += (value - ref) * dstep
                 ev.recovery_steps = step - ev.onset
                 if not is_spike and finite and value <= ev.level + (ev.sigma or 0.0):
                     ev.recovered = True
@@ -286,15 +319,19 @@ def events_from_flags(
 def local_baseline(
     recent: Sequence[float], level_window: int = 16, fallback: float = math.nan
 ) -> tuple[float, float | None]:
-    """(level, sigma) from recent finite values, oldest first.
+    """(level, sigma, trend, lag) from recent finite values, oldest first.
 
+    The level is the median of the last ``level_window`` values, so it stands ``lag`` =
+    (n + 1) / 2 observations before the next one; ``trend`` is :func:`trend_slope`.
     With no history at all (a spike at the very first value) the level is ``fallback``.
     """
     if not recent:
-        return fallback, None
-    return median(recent[-level_window:]), robust_sigma_from_diffs(recent)
+        return fallback, None, 0.0, 0.0
+    last = recent[-level_window:]
+    return (median(last), robust_sigma_from_diffs(recent), trend_slope(recent),
+            (len(last) + 1) / 2)
 
 
 def total_severity(events: Iterable[Event]) -> float:
-    """Sum of event areas (metric x steps)."""
+    """Sum of event areas (metric x steps above the pre-spike trend)."""
     return float(sum(e.area for e in events if math.isfinite(e.area)))

@@ -42,6 +42,26 @@ def test_height_recovery_and_area():
     assert total_severity([e]) == e.area
 
 
+def test_area_is_measured_from_the_pre_spike_trend():
+    t = np.arange(400)
+    bump = np.zeros(400)
+    bump[200:260] = np.exp(-np.arange(60) / 5)
+    v = 5 - 0.01 * t + 0.02 * np.random.default_rng(0).standard_normal(400) + bump
+    flags = t == 200
+    (e,) = events_from_flags(t, v, flags)
+    assert math.isclose(e.trend, -0.01, rel_tol=0.1)
+    # The area is the bump itself over the event, not the bump minus the lost progress.
+    truth = bump[200:200 + e.recovery_steps + 1].sum()
+    assert math.isclose(e.area, truth, rel_tol=0.1)
+    flat_ref = EventTracker("loss")
+    for s, x, f in zip(t, v, flags, strict=True):
+        flat_ref.observe(int(s), float(x), bool(f), lambda: (e.level, e.sigma))
+    assert flat_ref.events[0].area < 0.8 * e.area
+    # A rising curve before the onset is no trend to excuse: the reference stays flat.
+    (up,) = events_from_flags(t, 5 + 0.01 * t + bump, flags)
+    assert up.trend == 0.0 and up.trend_start == up.level
+
+
 def test_unrecovered_at_end_counts_remaining_steps():
     v = flat(100)
     v[80:] += 5.0
