@@ -76,8 +76,11 @@ class BatchStream:
     ``derive_seed(seed, "faults", step)``: ``random_bytes`` uniform ids in
     ``[0, vocab_size)``; ``repeat`` one fixed window of the train split, the same for every
     row and step; ``domain`` random windows of :func:`spikebench.corpus.domain_text` (its
-    byte values taken as token ids modulo ``vocab_size`` for .bin corpora). The injection is
-    recorded in :attr:`injections` at construction, omitted when the range is empty.
+    byte values taken as token ids modulo ``vocab_size`` for .bin corpora). The faulted
+    batch indices are :attr:`fault_steps`; the injection is recorded in :attr:`injections`
+    at construction (omitted when the range is empty) in logged step numbers: the batch at
+    index i trains logged step i + 1, so ``first_step``/``last_step`` (both inclusive) are
+    what a metrics log and a report show.
 
     On CUDA each batch is copied from pinned memory with ``non_blocking=True``; nothing in
     :meth:`batch` waits for the device.
@@ -178,11 +181,11 @@ class BatchStream:
 
     def _setup_faults(self) -> None:
         f, steps = self.cfg.faults, self.cfg.train.steps
-        self._fault_range = range(0)
+        self.fault_steps = range(0)
         if f.target != "stream" or f.burst == "none":
             return
         start = int(f.at * steps)
-        self._fault_range = range(start, min(start + f.length, steps))
+        self.fault_steps = range(start, min(start + f.length, steps))
         # The epsilon keeps e.g. 0.3 * 10 = 3.0000000000000004 from becoming 4 rows.
         self._fault_rows = min(self.batch_size, math.ceil(f.rows * self.batch_size - 1e-9))
         if f.burst == "repeat":
@@ -194,20 +197,20 @@ class BatchStream:
             text = domain_text(self.cfg, rng, max(_DOMAIN_POOL_BYTES, self.seq_len + 1))
             ids = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
             self._domain = ids % self.corpus.vocab_size
-        if len(self._fault_range):
+        if len(self.fault_steps):
             self.injections.append(
                 {
                     "kind": f.burst,
                     "target": "stream",
-                    "start_step": self._fault_range.start,
-                    "end_step": self._fault_range.stop,
+                    "first_step": self.fault_steps.start + 1,
+                    "last_step": self.fault_steps.stop,
                     "rows": self._fault_rows,
                 }
             )
 
     def _inject(self, windows: torch.Tensor, step: int) -> None:
         """Overwrite the first fault rows of ``windows`` in place if ``step`` is faulted."""
-        if step not in self._fault_range:
+        if step not in self.fault_steps:
             return
         n, length = self._fault_rows, windows.shape[1]
         g = torch.Generator().manual_seed(derive_seed(self.seed, "faults", step))

@@ -67,12 +67,13 @@ def make_optimizer(model: torch.nn.Module, cfg: Config, device: torch.device):
     )
 
 
-def lr_shock(step: int, cfg: Config) -> float:
+def lr_shock_steps(cfg: Config) -> range:
+    """0-based indices of the steps whose LR is multiplied by ``faults.lr_shock_factor``."""
     f = cfg.faults
     if f.lr_shock_at is None:
-        return 1.0
+        return range(0)
     start = int(f.lr_shock_at * cfg.train.steps)
-    return f.lr_shock_factor if start <= step < start + f.lr_shock_steps else 1.0
+    return range(start, min(start + f.lr_shock_steps, cfg.train.steps))
 
 
 @torch.no_grad()
@@ -127,19 +128,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
     val_batches = stream.val_batches()
     probe_x = val_batches[0][0]
-    # Injections in logged step numbers (the step at 0-based index i is logged as i + 1),
-    # first and last step inclusive, so a report can tell injected spikes from spontaneous ones.
-    injections = [{**{k: v for k, v in inj.items() if k not in ("start_step", "end_step")},
-                   "first_step": inj["start_step"] + 1, "last_step": inj["end_step"]}
-                  for inj in stream.injections]
-    if cfg.faults.lr_shock_at is not None:
-        start = int(cfg.faults.lr_shock_at * t.steps)
-        last = min(start + cfg.faults.lr_shock_steps, t.steps)
+    # Injections in logged step numbers (index i is logged as step i + 1), first and last
+    # step inclusive, so a report can tell injected spikes from spontaneous ones.
+    injections = list(stream.injections)
+    shocked = lr_shock_steps(cfg)
+    if shocked:
         injections.append({"kind": "lr_shock", "factor": cfg.faults.lr_shock_factor,
-                           "first_step": start + 1, "last_step": last})
-    # 0-based indices of steps whose batch carries injected rows (stream bursts).
-    injected_steps = {i for inj in stream.injections
-                      for i in range(inj["start_step"], inj["end_step"])}
+                           "first_step": shocked.start + 1, "last_step": shocked.stop})
     if corpus.meta.get("contamination"):
         injections.append({"kind": cfg.faults.burst, "target": "corpus",
                            "segments": len(corpus.meta["contamination"])})
@@ -215,7 +210,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     step = 0
     for step in range(1, t.steps + 1):
         i = step - 1  # 0-based index for schedules and data
-        lr = cfg.optim.lr * lr_factor(i, t.steps, cfg.schedule) * lr_shock(i, cfg)
+        lr = cfg.optim.lr * lr_factor(i, t.steps, cfg.schedule) * (
+            cfg.faults.lr_shock_factor if i in shocked else 1.0)
         for group in opt.param_groups:
             group["lr"] = lr
 
@@ -261,7 +257,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             "data/tokens": tokens,
             "data/seq_len": x.shape[1],
         }
-        if i in injected_steps:
+        if i in stream.fault_steps:
             rec[INJECTED_KEY] = 1
         if scaler:
             rec["optim/loss_scale"] = scale_now.clone()

@@ -155,7 +155,7 @@ FAULT = ["faults.at=0.25", "faults.length=5", "faults.rows=0.5"]  # steps 10..14
 def test_stream_injection_hits_exact_steps_and_rows(burst):
     s, base = stream(*FAULT, f"faults.burst={burst}"), stream()
     assert s.injections == [
-        {"kind": burst, "target": "stream", "start_step": 10, "end_step": 15, "rows": 2}
+        {"kind": burst, "target": "stream", "first_step": 11, "last_step": 15, "rows": 2}
     ]
     injected = []
     for step in range(STEPS):
@@ -171,14 +171,15 @@ def test_stream_injection_hits_exact_steps_and_rows(burst):
                 assert set(x[:2].flatten().tolist()) <= set(b"0123456789.,-\n")
             if burst == "repeat":
                 assert torch.equal(x[0], x[1]) and torch.equal(x[0], s.batch(10)[0][0])
-    assert injected == list(range(10, 15))
+    assert injected == list(range(10, 15)) == list(s.fault_steps)
 
 
 def test_stream_injection_rows_rounding_and_clipping():
     s = stream("data.batch_size=10", "faults.burst=random_bytes", "faults.rows=0.3")
     assert s.injections[0]["rows"] == 3  # not ceil(3.0000000000000004) = 4
     s = stream("faults.burst=repeat", "faults.at=0.9", "faults.length=20")
-    assert (s.injections[0]["start_step"], s.injections[0]["end_step"]) == (36, 40)
+    assert s.fault_steps == range(36, 40)
+    assert (s.injections[0]["first_step"], s.injections[0]["last_step"]) == (37, 40)
     assert stream("faults.burst=repeat", "faults.at=1.0").injections == []
     assert stream("faults.burst=repeat", "faults.target=corpus").injections == []
 
