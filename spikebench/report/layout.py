@@ -338,87 +338,72 @@ SECTIONS = [("strategy", "1. The strategy table, measured"),
             ("trials", "8. Every trial")]
 
 
+def _strategy(s: dict[str, Any], images: set[str]) -> list[Block]:
+    return [_p("Each strategy alone added to the baseline, and the combined recipe, on "
+               "the same seeds. Cells: estimate [95% CI]; Δ: mean paired difference vs the "
+               "baseline over matched seeds (bootstrap). Spike events: mean per seed (bootstrap); "
+               f"time to target (validation loss {num(s['target_loss'])}): median over "
+               "the seeds that reached it (bootstrap); final loss: mean over completed "
+               "seeds (bootstrap); success: completed without divergence and reached "
+               "the target (exact Clopper-Pearson CI)."),
+            strategy_table(s), *_notes(s)]
+
+
+def _claims(c: dict[str, Any], images: set[str]) -> list[Block]:
+    return [claims_table(c), *_notes(c),
+            _p(Span("How verdicts are decided: ", True), VERDICT_RULES)]
+
+
+def _spike_counts(k: dict[str, Any], images: set[str]) -> list[Block]:
+    arms, feats = spike_count_tables(k)
+    out = _img("spike_counts", "Spike events per seed by comparison arm", images)
+    if k["arms"]:
+        out += [_p("Designed comparison:"), arms]
+    if k["features"]:
+        out += [_p("Every completed trial, strategy on vs off (descriptive only: in "
+                   "search trials the strategies vary together):"), feats]
+    return out
+
+
+def _curves(cv: dict[str, Any], images: set[str]) -> list[Block]:
+    shown = "; ".join(f"{p['roles']} #{p['number']} ({p['arm']})" for p in cv["panels"])
+    return [_p(f"{cv['selection'][0].upper()}{cv['selection'][1:]}. Shown: {shown}."),
+            *_img("curves", "Training loss curves with spike events marked", images)]
+
+
+def _pareto(p: dict[str, Any], images: set[str]) -> list[Block]:
+    return [*_img("pareto", "Pareto front of spikes vs convergence", images),
+            _p(f"x: {p['x_label']}; y: {p['y_label']}. Trials on the front:"), pareto_table(p)]
+
+
+def _importance(im: dict[str, Any], images: set[str]) -> list[Block]:
+    return [_p(f"Optuna, {im['evaluator']}, over {im['n_trials']} completed trials."),
+            *_img("importance", "Parameter importance", images), importance_table(im)]
+
+
+def _lr(lr: dict[str, Any], images: set[str]) -> list[Block]:
+    return [*_img("lr", "Spikes and convergence against the learning rate", images),
+            lr_table(lr)]
+
+
+def _trials(rows: Any, images: set[str]) -> list[Block]:
+    return [_p("In the HTML report, click a column header to sort."), trials_table(rows)]
+
+
+# Section key -> its body; a section whose data says ``available: False`` shows why instead.
+_BODIES = {"strategy": _strategy, "claims": _claims, "spike_counts": _spike_counts,
+           "curves": _curves, "pareto": _pareto, "importance": _importance, "lr": _lr,
+           "trials": _trials}
+
+
 def document(report: dict[str, Any], images: set[str] | frozenset = frozenset()) -> list[Block]:
     """The whole report as blocks, in order; ``images`` names the plots that exist."""
     out = header_blocks(report["header"])
-    titles = dict(SECTIONS)
-
-    def section(key: str) -> None:
-        out.append(Heading(2, titles[key], key))
-
-    s = report["strategy"]
-    section("strategy")
-    if not s["available"]:
-        out.extend(_unavailable(s))
-    else:
-        out += [_p("Each strategy alone added to the baseline, and the combined recipe, on "
-                   "the same seeds. Cells: estimate [95% CI]; Δ: mean paired difference vs the "
-                   "baseline over matched seeds (bootstrap). Spike events: mean per seed (bootstrap); "
-                   f"time to target (validation loss {num(s['target_loss'])}): median over "
-                   "the seeds that reached it (bootstrap); final loss: mean over completed "
-                   "seeds (bootstrap); success: completed without divergence and reached "
-                   "the target (exact Clopper-Pearson CI)."),
-                strategy_table(s)]
-        out += _notes(s)
-
-    c = report["claims"]
-    section("claims")
-    if not c["available"]:
-        out.extend(_unavailable(c))
-    else:
-        out.append(claims_table(c))
-        out += _notes(c)
-    out.append(_p(Span("How verdicts are decided: ", True), VERDICT_RULES))
-
-    k = report["spike_counts"]
-    section("spike_counts")
-    if not k["available"]:
-        out.extend(_unavailable(k))
-    else:
-        arms, feats = spike_count_tables(k)
-        out += _img("spike_counts", "Spike events per seed by comparison arm", images)
-        if k["arms"]:
-            out += [_p("Designed comparison:"), arms]
-        if k["features"]:
-            out += [_p("Every completed trial, strategy on vs off (descriptive only: in "
-                       "search trials the strategies vary together):"), feats]
-
-    cv = report["curves"]
-    section("curves")
-    if not cv["available"]:
-        out.extend(_unavailable(cv))
-    else:
-        out.append(_p(f"{cv['selection'][0].upper()}{cv['selection'][1:]}. Shown: " + "; ".join(
-            f"{p['roles']} #{p['number']} ({p['arm']})" for p in cv["panels"]) + "."))
-        out += _img("curves", "Training loss curves with spike events marked", images)
-
-    p = report["pareto"]
-    section("pareto")
-    if not p["available"]:
-        out.extend(_unavailable(p))
-    else:
-        out += _img("pareto", "Pareto front of spikes vs convergence", images)
-        out += [_p(f"x: {p['x_label']}; y: {p['y_label']}. Trials on the front:"),
-                pareto_table(p)]
-
-    im = report["importance"]
-    section("importance")
-    if not im["available"]:
-        out.extend(_unavailable(im))
-    else:
-        out.append(_p(f"Optuna, {im['evaluator']}, over {im['n_trials']} completed trials."))
-        out += _img("importance", "Parameter importance", images)
-        out.append(importance_table(im))
-
-    lr = report["lr"]
-    section("lr")
-    if not lr["available"]:
-        out.extend(_unavailable(lr))
-    else:
-        out += _img("lr", "Spikes and convergence against the learning rate", images)
-        out.append(lr_table(lr))
-
-    section("trials")
-    out += [_p("In the HTML report, click a column header to sort."),
-            trials_table(report["trials"])]
+    for key, title in SECTIONS:
+        out.append(Heading(2, title, key))
+        info = report[key]
+        if isinstance(info, dict) and not info.get("available", True):
+            out.extend(_unavailable(info))
+        else:
+            out.extend(_BODIES[key](info, images))
     return out
