@@ -62,17 +62,24 @@ class Slot:
 
 
 def make_slots(jobs: int | None) -> list[Slot]:
-    """One slot per visible GPU; else ``jobs`` CPU workers (default: one per core) with the
-    cores split between them so they do not oversubscribe."""
+    """The worker slots on this machine (see :func:`plan_slots`)."""
     import torch
 
-    cores = os.cpu_count() or 1
-    if torch.cuda.is_available() and jobs is None:
+    gpus: list[str] = []
+    if torch.cuda.is_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        ids = visible.split(",") if visible else [str(i) for i in range(
+        gpus = visible.split(",") if visible else [str(i) for i in range(
             torch.cuda.device_count())]
-        per = max(1, cores // len(ids))
-        return [Slot(f"cuda:{i}", {"CUDA_VISIBLE_DEVICES": i}, per) for i in ids]
+    return plan_slots(jobs, os.cpu_count() or 1, gpus)
+
+
+def plan_slots(jobs: int | None, cores: int, gpus: list[str]) -> list[Slot]:
+    """One slot per GPU id in ``gpus`` (when ``jobs`` is None), pinned to it with
+    ``CUDA_VISIBLE_DEVICES``; else ``jobs`` CPU workers (None: one per core) with the
+    cores split between them so they do not oversubscribe. Every slot gets >= 1 thread."""
+    if gpus and jobs is None:
+        per = max(1, cores // len(gpus))
+        return [Slot(f"cuda:{i}", {"CUDA_VISIBLE_DEVICES": i}, per) for i in gpus]
     n = jobs or cores
     per = max(1, cores // n)
     return [Slot(f"cpu{i}", {"CUDA_VISIBLE_DEVICES": ""}, per) for i in range(n)]

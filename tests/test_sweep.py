@@ -163,3 +163,17 @@ def test_second_driver_on_same_study_refused(tmp_path):
                 raise AssertionError("second lock taken")
         except ConfigError as e:
             assert "another sweep is running" in str(e)
+
+
+def test_worker_slots_one_per_gpu_else_cores_split():
+    from spikebench.sweep import plan_slots
+
+    gpu = plan_slots(None, 16, ["2", "3"])
+    assert [(s.name, s.env, s.threads) for s in gpu] == [
+        ("cuda:2", {"CUDA_VISIBLE_DEVICES": "2"}, 8), ("cuda:3", {"CUDA_VISIBLE_DEVICES": "3"}, 8)]
+    # --jobs N means CPU workers, also on a GPU machine; the cores are split, at least 1 each.
+    cpu = plan_slots(3, 8, ["0"])
+    assert [s.threads for s in cpu] == [2, 2, 2]
+    assert all(s.env == {"CUDA_VISIBLE_DEVICES": ""} for s in cpu)
+    assert [s.threads for s in plan_slots(None, 2, [])] == [1, 1]
+    assert [s.threads for s in plan_slots(4, 2, [])] == [1, 1, 1, 1]
