@@ -2,7 +2,7 @@
 
 A trial is one configuration run over several seeds. Each seed yields
 
-* a spike value: the total spike severity (area between the loss and its pre-spike level,
+* a spike value: the total spike severity (area between the loss and its pre-spike trend,
   nats x steps) or the number of spike events, from the default detector;
 * a convergence value: the steps to reach the target validation loss (AlgoPerf's rule, the
   first evaluation at or below it), or, where the target is missed, the step budget scaled

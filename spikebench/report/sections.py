@@ -716,7 +716,7 @@ def header_info(study: Study) -> dict[str, Any]:
         f"loss and on log(grad norm); flagged steps at most {gap} log rows apart form one "
         "event. Counts and severity use loss events only (grad-norm events are precursors). "
         + ("The spike objective is the total severity: the area between the loss and its "
-           "pre-spike level over each event and its recovery (nats x steps; steps on an "
+           "pre-spike trend over each event and its recovery (nats x steps; steps on an "
            "injected faulty batch add no area, so it measures damage on clean batches), "
            if metric == "severity" else "The spike objective is the number of loss events, ")
         + "median over seeds; a diverged seed adds one event and the area of a loss stuck at "
