@@ -244,7 +244,9 @@ def strategy_table_info(study: Study) -> dict[str, Any]:
     notes = [claimsmod.SOURCE_NOTE]
     if base is None:
         notes.append("the baseline arm has no completed trial, so no differences are shown")
-    if len(study.seeds) <= 5:
+    if len(study.seeds) == 1:
+        notes.append("with 1 seed per arm there is no interval: an estimate is one run")
+    elif len(study.seeds) <= 5:
         notes.append(f"with {len(study.seeds)} seeds per arm, bootstrap intervals are little "
                      "more than the range of the seeds and cover less than 95% of the time; "
                      "read them as a floor on the uncertainty")

@@ -131,6 +131,7 @@ def test_an_arm_not_run_yet_is_a_row_without_measurements(root):
     st.trials = [t for t in st.trials if t.arm != "baseline"]
     info = sec.strategy_table_info(st)
     assert not info["baseline_complete"] and any("baseline arm" in n for n in info["notes"])
+    assert any(n.startswith("with 1 seed per arm there is no interval") for n in info["notes"])
     recipe = info["rows"][-1]
     assert recipe["spikes"]["value"] == pytest.approx(10.0) and recipe["spikes"]["delta"] is None
     assert "no completed trial" in sec.claims_info(st)["reason"]
