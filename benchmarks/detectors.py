@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/detectors.py --seeds 30 --steps 10000
 
 Prints a markdown table (for the README): event-level precision and recall (matching as
-in :func:`spikebench.synthetic.evaluate`), false alarms per 10k spike-free steps (both
-metrics), recall per spike shape, and the first step (0-based index) from which each rule
-can fire on the loss and on the grad norm. Same seeds -> same table.
+in :func:`spikebench.synthetic.evaluate`), false alarms (events of any metric the rule runs
+on that match no label) per 10k spike-free training steps (log rows outside every labelled
+spike, each counted once), recall per spike shape, and the first step (0-based index) from
+which each rule can fire on the loss and on the grad norm. Same seeds -> same table.
 """
 
 from __future__ import annotations

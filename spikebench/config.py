@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 import types
 import typing
@@ -245,6 +246,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     )
     if not ok:
         raise ConfigError(f"{key} = {value!r}: must be {_describe(tp)}")
+    if tp is float and not math.isfinite(value):  # NaN slips past every range comparison
+        raise ConfigError(f"{key} = {value!r}: must be a finite number")
     return float(value) if tp is float else value
 
 
@@ -357,6 +360,8 @@ def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = Non
             {"steps", "tokens"} & set(over["train"])):
         raw["train"] = {k: v for k, v in raw["train"].items() if k not in ("steps", "tokens")}
     merged = _merge(raw, over)
+    if not isinstance(merged.get("model", {}), dict):
+        raise ConfigError(f"model = {merged['model']!r}: must be a table")
     preset = merged.get("model", {}).get("preset", ModelConfig.preset)
     if not isinstance(preset, str):
         raise ConfigError(f"model.preset = {preset!r}: must be a string")

@@ -5,7 +5,11 @@ rows of a CSV/JSONL log (see :mod:`spikebench.logs` for the accepted formats). O
 short table of events and the OLMo spike scores, or with ``--json`` exactly one JSON object::
 
     {"steps": N, "events": [{"onset": S, "peak": S, "metric": "loss", "height_sigma": X,
-     "recovery_steps": R}, ...], "spike_score": {"loss": X, "grad_norm": Y}}
+     "recovery_steps": R, "height": H}, ...], "spike_score": {"loss": X, "grad_norm": Y}}
+
+``height`` is peak minus pre-onset level in the metric's own units (nats for a loss); it is
+given for every event, including those found before 4 values existed, whose
+``height_sigma`` is null (no noise scale yet). Both are null for a non-finite peak.
 
 Every user error is one line on stderr, ``spikebench spikes: error: ...``, and exit code 2.
 """
@@ -22,6 +26,8 @@ from spikebench.logs import Log, LogError, read_log
 from spikebench.scores import spike_score
 
 PROG = "spikebench spikes"
+# Keys of each event in the --json output (height: metric units; height_sigma: in sigma).
+JSON_EVENT_KEYS = ("onset", "peak", "metric", "height_sigma", "recovery_steps", "height")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,6 +83,7 @@ def analyse(log: Log, detector: str = "default", gap: int = 5) -> dict:
             "peak": e.peak,
             "metric": e.metric,
             "height_sigma": e.height_sigma,
+            "height": e.height,
             "recovery_steps": e.recovery_steps,
             "recovered": e.recovered,
             "area": e.area,
@@ -104,12 +111,14 @@ def _print_table(res: dict, log: Log) -> None:
     if evs:
         rows = [
             [e["onset"], e["peak"], e["metric"],
+             "-" if e["height"] is None else f"{e['height']:.3g}",
              "-" if e["height_sigma"] is None else f"{e['height_sigma']:.1f}",
              e["recovery_steps"] if e["recovered"] else f"{e['recovery_steps']} (unrecovered)",
              "-" if e["area"] is None else f"{e['area']:.3g}"]
             for e in evs
         ]
-        print(tabulate(rows, headers=["onset", "peak", "metric", "height σ", "recovery", "area"]))
+        headers = ["onset", "peak", "metric", "height", "height σ", "recovery", "area"]
+        print(tabulate(rows, headers=headers))
     else:
         print("no spike events")
     sc = res["spike_score"]
@@ -163,8 +172,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             payload = {k: res[k] for k in ("steps", "events", "spike_score")}
             payload["events"] = [
-                {k: e[k] for k in ("onset", "peak", "metric", "height_sigma", "recovery_steps")}
-                for e in payload["events"]
+                {k: e[k] for k in JSON_EVENT_KEYS} for e in payload["events"]
             ]
             print(json.dumps(payload, allow_nan=False))
         else:

@@ -8,6 +8,7 @@ never stored, and printed only through :func:`mask_url`.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -36,20 +37,34 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite:")
 
 
+def _with_driver(url: str) -> str:
+    """``postgresql://`` names no driver, and SQLAlchemy's default changed (psycopg2 in 1.x
+    and 2.0, psycopg 3 in 2.1): use whichever of the two is installed."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
+        return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    if importlib.util.find_spec("psycopg"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
 def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
     """An RDB storage for ``url``; with ``heartbeat``, stale trials of dead workers are failed
     after a grace period and retried (up to twice) by whichever worker sees them first."""
     kwargs: dict[str, Any] = {}
     if heartbeat:
         kwargs = dict(heartbeat_interval=30, grace_period=120,
-                      failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=2))
+                      heartbeat_stale_trial_callback=RetryStaleTrial(max_retry=2))
     if is_sqlite(url):
         # SQLite waits for a lock instead of failing at once; only one process writes anyway.
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, **kwargs)
+            return optuna.storages.RDBStorage(_with_driver(url), **kwargs)
     except Exception as e:  # noqa: BLE001 - SQLAlchemy/driver errors vary by backend
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"--storage {mask_url(url)}: cannot open ({first})") from None
@@ -104,7 +119,9 @@ def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.
 
 def _comparable(spec: dict) -> dict:
     # The trial count may grow between runs of the same sweep; storage and path may move.
-    return {k: v for k, v in spec.items() if k not in ("trials", "storage", "path")}
+    # Through JSON, as the stored copy went: tuples (choices) come back as lists.
+    return json.loads(json.dumps(
+        {k: v for k, v in spec.items() if k not in ("trials", "storage", "path")}))
 
 
 def load_spec(study: optuna.Study) -> SweepSpec:
@@ -153,26 +170,51 @@ def suggest(trial: optuna.Trial, space: list[Param]) -> dict[str, Any]:
     return out
 
 
-def recover_interrupted(study: optuna.Study, spec: SweepSpec) -> int:
+def recover_interrupted(study: optuna.Study, spec: SweepSpec, owner: str | None = None) -> int:
     """Fail trials a dead driver left RUNNING and enqueue them again with the same params.
 
-    Only for a storage that this driver alone uses (the default SQLite file, guarded by a
-    lock file); on a shared storage the workers' heartbeats do this job.
+    ``owner`` None: every RUNNING trial (a storage this driver alone uses: the default
+    SQLite file, guarded by the lock file). Else only the RUNNING trials whose ``driver``
+    user attribute is ``owner``: on a shared storage, the trials of this results folder's
+    previous driver (dead, since this one holds the lock), never another server's.
     """
-    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if owner is None or t.user_attrs.get("driver") == owner]
     interrupted = set(study.user_attrs.get("interrupted", []))
     for t in stale:
         study.tell(t.number, state=TrialState.FAIL)
         interrupted.add(t.number)
-        arm = t.user_attrs.get("arm")
-        # An arm is pinned by its definition (the trial may have died before its params
-        # were suggested); a search trial is retried with the params it had.
-        params = fixed_params(spec.space, spec.arms[arm]) if arm in spec.arms else t.params
-        attrs = {"arm": arm} if arm else {}
-        study.enqueue_trial(params, user_attrs={**attrs, "retry_of": t.number})
+        requeue(study, spec, t)
     if stale:
         study.set_user_attr("interrupted", sorted(interrupted))
     return len(stale)
+
+
+def requeue(study: optuna.Study, spec: SweepSpec, t: optuna.trial.FrozenTrial) -> None:
+    """Enqueue a retry of trial ``t``, marked ``retry_of`` (so ``t`` no longer counts).
+
+    An arm is pinned by its definition (the trial may have died before its params were
+    suggested, and then a sampler would pick the retry's values); a search trial is retried
+    with the params it had.
+    """
+    arm = t.user_attrs.get("arm")
+    params = fixed_params(spec.space, spec.arms[arm]) if arm in spec.arms else t.params
+    attrs = {"arm": arm} if arm else {}
+    study.enqueue_trial(params, user_attrs={**attrs, "retry_of": t.number,
+                                            "retries": t.user_attrs.get("retries", 0) + 1})
+
+
+class RetryStaleTrial:
+    """Heartbeat callback: a trial whose worker died is retried like an interrupted one
+    (:func:`requeue`), at most ``max_retry`` times along one chain of retries; after that
+    the failure stands and counts as a finished (crashed) trial."""
+
+    def __init__(self, max_retry: int = 2):
+        self.max_retry = max_retry
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.user_attrs.get("retries", 0) < self.max_retry:
+            requeue(study, load_spec(study), trial)
 
 
 def count_done(study: optuna.Study, trials: list | None = None) -> int:
@@ -180,8 +222,7 @@ def count_done(study: optuna.Study, trials: list | None = None) -> int:
     reason of their own (crashed), but not those interrupted by a killed driver."""
     trials = study.get_trials(deepcopy=False) if trials is None else trials
     retried = set(study.user_attrs.get("interrupted", []))
-    # Trials failed by a dead worker's heartbeat and retried carry the number they retry.
-    retried |= {t.system_attrs.get("failed_trial") for t in trials}
+    retried |= {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
     return sum(t.state in DONE_STATES
                or (t.state == TrialState.FAIL and t.number not in retried)
                for t in trials)

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -92,6 +93,9 @@ class Outcome:
     attrs: dict[str, Any] = field(default_factory=dict)
     constraints: dict[str, float] = field(default_factory=dict)
 
+
+# How often an idle worker looks again at trials running elsewhere.
+_POLL_S = 5.0
 
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
@@ -270,7 +274,9 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = open_study(spec, make_storage(url))
         # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
-        recovered = recover_interrupted(study, spec) if is_sqlite(url) else 0
+        # On a shared storage, only the trials this results folder's last driver left.
+        owner = f"{socket.gethostname()}:{study_dir.resolve()}"
+        recovered = recover_interrupted(study, spec, None if is_sqlite(url) else owner)
         enqueue_plan(study, spec)
         total = len(spec.arms) + spec.trials
         done = count_done(study)
@@ -291,6 +297,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             try:
                 with lock:
                     trial = study.ask()
+                    trial.set_user_attr("driver", owner)
                     progress.running += 1
                 try:
                     out = run_trial(trial, spec, slot, trials_dir, lock)
@@ -403,10 +410,11 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             raise RuntimeError(out.attrs.get("error", "trial failed"))
         return out.values
 
-    def enough(study: optuna.Study) -> bool:
+    def counts(study: optuna.Study) -> tuple[int, int]:
+        # Trials of dead workers (stale heartbeat) are failed and queued again first.
+        optuna.storages.fail_stale_trials(study)
         trials = study.get_trials(deepcopy=False)  # one read: no trial counted twice
-        running = sum(t.state == TrialState.RUNNING for t in trials)
-        return count_done(study, trials) + running >= target
+        return count_done(study, trials), sum(t.state == TrialState.RUNNING for t in trials)
 
     ran = 0
     gate = _TargetGate(storage, study_name)
@@ -415,8 +423,15 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             # Checking the target and creating the next trial are one step across workers,
             # else two workers that both see one trial left both start one.
             gate.acquire()
-            if enough(study):
+            done, running = counts(study)
+            if done >= target:
                 break
+            if done + running >= target:
+                # The rest is running elsewhere. Stay until it finishes or its worker's
+                # heartbeat goes stale, so a dead worker's trial is still retried.
+                gate.release()
+                time.sleep(_POLL_S)
+                continue
             try:
                 study.optimize(objective, n_trials=1, catch=(RuntimeError,))
             finally:

@@ -206,7 +206,7 @@ class Match:
     true_found: int = 0
     detected_matched: int = 0
     false_alarms: int = 0
-    spike_free_steps: int = 0
+    spike_free_steps: int = 0  # log rows outside every labelled spike (not metric-steps)
 
     def __iadd__(self, o: Match) -> Match:
         for k in self.__dataclass_fields__:
@@ -223,6 +223,7 @@ class Match:
 
     @property
     def fa_per_10k(self) -> float:
+        """False alarms (all metrics) per 10,000 spike-free training steps (log rows)."""
         return 1e4 * self.false_alarms / max(self.spike_free_steps, 1)
 
 
@@ -233,8 +234,10 @@ def evaluate(
 
     A detected event (onset..end of its flagged steps) matches a labelled spike of the same
     metric when the spans overlap, the label's span widened by 1 step before and ``slack``
-    after (rules such as ``persistent`` confirm late). Unmatched detections are false
-    alarms; their rate is per 10k steps outside labelled spikes, summed over both metrics.
+    after (rules such as ``persistent`` confirm late). Unmatched detections (of any metric)
+    are false alarms; :attr:`Match.fa_per_10k` is their number per 10k spike-free training
+    steps, i.e. log rows outside every labelled spike (of either metric), each row counted
+    once however many metrics the rule runs on.
     ``metric_names`` maps the monitor's keys to 'loss'/'grad_norm' (identity by default).
     """
     names = metric_names or {}
@@ -254,7 +257,7 @@ def evaluate(
             res.false_alarms += 1
     res.n_true = len(spikes)
     res.true_found = sum(found)
-    res.spike_free_steps = int(
-        sum((~log.spike_mask(m)).sum() for m in ("loss", "grad_norm"))
-    )
+    # Rows (training steps) outside every labelled spike, each counted once whatever the
+    # number of metrics: the rate is per training step, not per metric-step.
+    res.spike_free_steps = int((~(log.spike_mask("loss") | log.spike_mask("grad_norm"))).sum())
     return res

@@ -114,7 +114,7 @@ def postgres_server() -> Iterator[str]:
            # Sent on stdin, so the password is not visible in the process list.
            stdin=f"CREATE ROLE {USER} LOGIN PASSWORD '{password}';\n"
                  f"CREATE DATABASE {USER} OWNER {USER};\n")
-        yield f"postgresql+psycopg2://{USER}:{password}@127.0.0.1:{port}/{USER}"
+        yield f"postgresql://{USER}:{password}@127.0.0.1:{port}/{USER}"
     finally:
         try:
             if started:

@@ -67,6 +67,10 @@ def test_int_accepted_for_float():
         ("model.preset=gpt-huge", "model.preset = 'gpt-huge': no such preset"),
         ("optim.grad_accum=3", "optim.grad_accum = 3: must divide data.batch_size = 16"),
         ("lr", "--set 'lr': must look like key=value"),
+        ("schedule.warmup_ratio=nan", "schedule.warmup_ratio = nan: must be a finite number"),
+        ("optim.lr=inf", "optim.lr = inf: must be a finite number"),
+        ("optim.clip=nan", "optim.clip = nan: must be a finite number"),
+        ("model=3", "model = 3: must be a table"),
     ],
 )
 def test_bad_values_one_line_error(override, fragment):

@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from spikebench import spikes_cmd
@@ -35,12 +36,33 @@ def test_json_output_schema(capsys, logs):
     assert set(res) == {"steps", "events", "spike_score"} and res["steps"] == 3000
     assert set(res["spike_score"]) == {"loss", "grad_norm"}
     for e in res["events"]:
-        assert set(e) == {"onset", "peak", "metric", "height_sigma", "recovery_steps"}
+        assert set(e) == {"onset", "peak", "metric", "height_sigma", "recovery_steps", "height"}
         assert e["metric"] in ("loss", "grad_norm")
+        assert isinstance(e["height"], float) and e["height"] > 0  # metric units, upward
     early = lg.spikes[0]
     assert any(e["onset"] == early.onset and e["metric"] == "loss" for e in res["events"])
     res2, _ = run_json(capsys, str(d / "metrics.jsonl"))
     assert res2 == res  # same data, same monitor, whatever the format
+
+
+def test_early_jump_has_height_in_nats_without_sigma(capsys, tmp_path):
+    # A 3.5-nat jump at step 2: fewer than 4 values before it, so no noise scale and
+    # height_sigma is null, but the height in the metric's units is still reported.
+    rng = np.random.default_rng(0)
+    loss = [5.55, 5.50, 9.0, 8.0, 7.0, 6.0] + list(5.4 - 0.001 * np.arange(60)
+                                                    + rng.normal(0, 0.01, 60))
+    f = tmp_path / "early.csv"
+    f.write_text("step,loss\n" + "".join(f"{i},{x}\n" for i, x in enumerate(loss)))
+    res, _ = run_json(capsys, str(f))
+    (ev,) = res["events"]
+    assert (ev["onset"], ev["peak"], ev["metric"]) == (2, 2, "loss")
+    assert ev["height_sigma"] is None
+    assert ev["height"] == pytest.approx(9.0 - (5.55 + 5.50) / 2)  # peak - median level
+    assert spikes_cmd.main([str(f)]) == 0
+    out = capsys.readouterr().out
+    header, _, row = out.splitlines()[1:4]
+    assert header.split()[:5] == ["onset", "peak", "metric", "height", "height"]
+    assert row.split()[:5] == ["2", "2", "loss", "3.47", "-"]
 
 
 def test_no_grad_column_gives_null(capsys, logs):

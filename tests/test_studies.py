@@ -29,3 +29,13 @@ def test_enqueue_plan_once_and_recover_an_arm_that_died_before_suggesting():
     assert base.user_attrs["arm"] == "baseline"
     assert suggest(base, spec.space) == {
         k: spec.arms["baseline"][k] for k in (p.key for p in spec.space)}
+
+
+def test_reopening_a_study_with_choices_in_its_space_is_the_same_sweep(tmp_path):
+    from spikebench.studies import default_storage, make_storage, open_study
+
+    spec = load_sweep("sweeps/default.toml")  # precision.mode and curriculum.kind: choices
+    url = default_storage(tmp_path)
+    open_study(spec, make_storage(url))
+    again = open_study(load_sweep("sweeps/default.toml"), make_storage(url))
+    assert again.user_attrs["spec"]["name"] == "default"

@@ -104,7 +104,11 @@ def _trial_runners(marker: str) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
-    f = write_sweep(tmp_path, name="resume", trials=1, steps=30)
+    # A choices dimension too: its stored definition must compare equal on resume.
+    f = write_sweep(tmp_path, name="resume", trials=1, steps=30, space=(
+        '"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n'
+        '"optim.clip" = { low = 0.1, high = 10.0, log = true, off = true }\n'
+        '"precision.mode" = { choices = ["fp32", "bf16"] }\n'))
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "spikebench", "sweep", str(f), "--results", str(results),
            "--jobs", "1"]

@@ -1,7 +1,8 @@
 import numpy as np
+import pytest
 
 from spikebench.detectors import SpikeMonitor
-from spikebench.synthetic import Match, evaluate, generate
+from spikebench.synthetic import InjectedSpike, Match, SyntheticLog, evaluate, generate
 
 
 def test_seeded_and_labelled():
@@ -25,7 +26,8 @@ def test_shapes_and_options():
 
 
 def test_default_detector_precision_recall_false_alarms():
-    """The acceptance test: event-level P and R >= 0.95, < 1 false alarm / 10k clean steps."""
+    """The acceptance test: event-level P and R >= 0.95, < 1 false alarm (any metric) per
+    10k spike-free training steps (log rows, each counted once)."""
     total = Match()
     for seed in range(20):
         lg = generate(seed, 10_000)
@@ -35,6 +37,7 @@ def test_default_detector_precision_recall_false_alarms():
         mon.finish()
         total += evaluate(mon.events, lg)
     assert total.n_true > 100
+    assert 0 < total.spike_free_steps <= 20 * 10_000  # rows, not metric-steps
     assert total.precision >= 0.95, total
     assert total.recall >= 0.95, total
     assert total.fa_per_10k < 1.0, total
@@ -51,3 +54,28 @@ def test_evaluate_matching():
     m = evaluate([E(sp.onset, sp.onset, sp.metric), E(10, 10, "loss")], lg)
     assert m.detected_matched == 1 and m.false_alarms == 1 and m.true_found == 1
     assert m.precision == 0.5 and m.fa_per_10k > 0
+
+
+class _Ev:  # minimal event stand-in
+    def __init__(self, onset, end, metric):
+        self.onset, self.end, self.metric = onset, end, metric
+
+
+def test_false_alarm_rate_is_per_spike_free_training_step():
+    n = 100
+    lg = SyntheticLog(0, np.arange(n), np.ones(n), np.ones(n), spikes=[
+        InjectedSpike("loss", "single", 10, 14, 8.0),
+        InjectedSpike("grad_norm", "co", 12, 19, 8.0),  # overlaps the loss spike's rows
+    ])
+    # Rows 10..19 are inside a labelled spike; the other 90 rows are spike-free, counted
+    # once each although two metrics are logged on them.
+    m = evaluate([_Ev(50, 50, "loss"), _Ev(70, 71, "grad_norm"), _Ev(11, 11, "loss")], lg)
+    assert m.spike_free_steps == 90
+    assert m.false_alarms == 2 and m.detected_matched == 1
+    assert m.fa_per_10k == pytest.approx(1e4 * 2 / 90)
+    # A loss-only rule over the same rows has the same denominator.
+    assert evaluate([_Ev(50, 50, "loss")], lg).spike_free_steps == 90
+    total = Match()
+    total += m
+    total += m
+    assert total.fa_per_10k == pytest.approx(m.fa_per_10k)

@@ -15,8 +15,10 @@ from optuna.trial import TrialState
 from pgserver import postgres_server
 from sweep_helpers import write_sweep
 
+from spikebench.studies import count_done, make_storage
+
 STUDY = "pgtest"
-# 2 comparison arms + 2 search trials = 4, each a 12-step run of a 1-layer model: two rounds
+# 3 comparison arms + 1 search trial = 4, each a 12-step run of a 1-layer model: two rounds
 # of two workers, the least that has them race for the enqueued arms and for the last trials.
 ARMS = {"baseline", "warmup", "recipe"}
 TARGET = 4
@@ -83,7 +85,9 @@ def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
     report = "\n".join(f"--- worker {k} stderr:\n{e}" for k, e in enumerate(stderr))
     assert codes == [0, 0], report
 
-    study = optuna.load_study(study_name=STUDY, storage=pg_url)
+    # A plain postgresql:// URL: spikebench picks the installed driver.
+    assert pg_url.startswith("postgresql://")
+    study = optuna.load_study(study_name=STUDY, storage=make_storage(pg_url))
     trials = study.get_trials(deepcopy=False)
     summary = report + "\n--- trials:\n" + "\n".join(
         f"#{t.number} {t.state.name} arm={t.user_attrs.get('arm')} {t.user_attrs.get('error', '')}"
@@ -108,6 +112,45 @@ def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".csv", ".log", ".err"):
             assert secret not in path.read_text(errors="replace"), path
+
+
+def test_a_dead_workers_trial_is_retried_with_its_arm(pg_url, tmp_path):
+    import sqlalchemy
+
+    name = "pgstale"
+    sweep = write_sweep(tmp_path, name=name, trials=0, seeds="[0]",
+                        space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
+                        comparison='baseline = { "schedule.warmup_ratio" = 0.0 }\n')
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
+                                        "--results", str(tmp_path / "a")),
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    # A worker took the baseline arm and died before suggesting anything: its trial stays
+    # RUNNING and its last heartbeat is an hour old.
+    storage = make_storage(pg_url, heartbeat=True)
+    study = optuna.load_study(study_name=name, storage=storage)
+    dead = study.ask()
+    assert dead.user_attrs["arm"] == "baseline"
+    storage.record_heartbeat(dead._trial_id)
+    with storage.engine.begin() as conn:
+        conn.execute(sqlalchemy.text("UPDATE trial_heartbeats SET heartbeat = heartbeat - "
+                                     "interval '1 hour' WHERE trial_id = :id"),
+                     {"id": dead._trial_id})
+
+    proc = subprocess.run(spikebench("worker", "--storage", pg_url, "--study", name,
+                                     "--results", str(tmp_path / "w")),
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=WORKER_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    trials = optuna.load_study(study_name=name, storage=make_storage(pg_url)).get_trials()
+    assert trials[dead.number].state == TrialState.FAIL
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert sorted(t.user_attrs["arm"] for t in complete) == ["baseline", "recipe"]
+    retry = next(t for t in complete if t.user_attrs.get("retry_of") == dead.number)
+    # The retry is the baseline arm's own values, not a sampler's pick.
+    assert retry.params == {"schedule.warmup_ratio": 0.0}
+    assert count_done(study) == 2
 
 
 def test_worker_refuses_sqlite(tmp_path):
