@@ -25,8 +25,9 @@ DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def mask_url(url: str) -> str:
-    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``; also without a
+    scheme (``u:secret@h/db``, a typo that must not print the password either)."""
+    return re.sub(r"^((?:[\w+.-]+://)?[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def default_storage(study_dir: Path) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,6 +191,9 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     if unknown:
         raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r} "
                           "(allowed: study, config, space, comparison)")
+    for table in ("study", "config", "space", "comparison"):
+        if table in raw and not isinstance(raw[table], dict):
+            raise _err(path, table, raw[table], "must be a table")
     st = raw.get("study", {})
     allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
                      "spike_metric", "sampler", "pruner", "storage", "notes"}
@@ -213,9 +217,12 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     if objective not in OBJECTIVES:
         raise _err(path, "study.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     target = st.get("target_loss")
-    if isinstance(target, bool) or not isinstance(target, int | float) or target <= 0:
+    if (isinstance(target, bool) or not isinstance(target, int | float)
+            or not 0 < target < math.inf):
         raise _err(path, "study.target_loss", target, "must be a validation loss > 0")
     spike_limit = _get(st, "spike_limit", path, (int, float), 2, "must be a number >= 0")
+    if not 0 <= spike_limit < math.inf:
+        raise _err(path, "study.spike_limit", spike_limit, "must be a number >= 0")
     spike_metric = _get(st, "spike_metric", path, str, "severity",
                         f"must be one of {SPIKE_METRICS}")
     if spike_metric not in SPIKE_METRICS:
@@ -302,10 +309,20 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
         raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
                    "allowed keys: baseline, recipe, arms")
+    for key in ("baseline", "recipe"):
+        if key in table and not isinstance(table[key], dict):
+            raise _err(path, f"comparison.{key}", table[key], "must be a table")
     baseline = _offs(flatten(table.get("baseline", {})), space)
     for p in space:
         baseline.setdefault(p.key, _config_value(base_cfg, p.key))
-    named = {"baseline": {}, **table.get("arms", {})}
+    arms_table = table.get("arms", {})
+    if not isinstance(arms_table, dict):
+        raise _err(path, "comparison.arms", arms_table, "must be a table of arms")
+    for reserved in ("baseline", "recipe"):
+        if reserved in arms_table:
+            raise _err(path, f"comparison.arms.{reserved}", arms_table[reserved],
+                       f"{reserved!r} is declared as [comparison] {reserved}, not as an arm")
+    named = {"baseline": {}, **arms_table}
     named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
     arms: dict[str, dict[str, Any]] = {}
     for arm, changes in named.items():

@@ -55,9 +55,22 @@ def test_mask_url():
     assert mask_url("postgresql://bob:s3cr:et@db.example:5432/x") == \
         "postgresql://bob:***@db.example:5432/x"
     assert mask_url("sqlite:///r/study.db") == "sqlite:///r/study.db"
+    assert mask_url("bob:s3cret@db.example/x") == "bob:***@db.example/x"
+    assert mask_url("postgresql+psycopg2://bob:pw@h/x") == "postgresql+psycopg2://bob:***@h/x"
+    assert mask_url("postgresql://h:5432/x") == "postgresql://h:5432/x"
 
 
 BAD = [
+    ('study = 5\n', "study = 5: must be a table"),
+    ('config = 5\n[study]\ntarget_loss = 3.0\n', "config = 5: must be a table"),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\nbaseline = 5\n',
+     "comparison.baseline = 5: must be a table"),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\narms = 5\n',
+     "comparison.arms = 5: must be a table of arms"),
+    ('[study]\ntarget_loss = 3.0\n[comparison.arms]\nbaseline = { "optim.clip" = 1.0 }\n',
+     "comparison.arms.baseline = {\"optim.clip\": 1.0}: 'baseline' is declared as"),
+    ('[study]\ntarget_loss = 3.0\nspike_limit = -1\n', "study.spike_limit = -1: must be"),
+    ('[study]\ntarget_loss = inf\n', "study.target_loss = Infinity: must be a validation"),
     ('[study]\ntarget_loss = 3.0\n[nonsense]\n', "unknown table 'nonsense'"),
     ('[study]\ntarget_loss = 3.0\ncolour = 1\n', "unknown key 'study.colour'"),
     ('[study]\n', "study.target_loss = null: must be a validation loss > 0"),
