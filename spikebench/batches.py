@@ -94,6 +94,7 @@ class BatchStream:
         self.seq_len = cfg.data.seq_len
         self.seed = cfg.train.seed
         self.injections: list[dict] = []
+        self._memmap = not isinstance(corpus.train, torch.Tensor)
         self._pin = self.device.type == "cuda"
         self._ramp = cfg.curriculum.ratio * cfg.train.steps
         kind = cfg.curriculum.kind
@@ -133,6 +134,12 @@ class BatchStream:
         g = torch.Generator().manual_seed(derive_seed(self.seed, "data", step))
         offsets = torch.randint(0, self._max_offset, (self.batch_size,), generator=g)
         windows = gather_windows(self.corpus.train, offsets, length)
+        if self._memmap and int(windows.max()) >= self.corpus.vocab_size:
+            # Host-side, before the copy to the device: no GPU sync. Big .bin files are only
+            # sampled when loaded; an out-of-range id must not become an index error.
+            raise ConfigError(f"data.corpus = {self.cfg.data.corpus!r}: token id "
+                              f"{int(windows.max())} at step {step + 1} is >= model.vocab_size "
+                              f"= {self.corpus.vocab_size}")
         if self._easy_first and step < self._ramp:
             windows = self._easiest(windows, g, step, length)
         self._inject(windows, step)

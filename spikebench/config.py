@@ -156,7 +156,7 @@ class SpikeConfig:
     # The rule the in-loop monitor and the scores use (see spikebench.detectors.RULES).
     detector: Literal["default", "zscore", "olmo", "olmo_online", "loss_ratio", "persistent"] = (
         "default")
-    # Flagged steps at most `gap` log rows apart form one event.
+    # Flagged steps with at most `gap` unflagged log rows between them form one event.
     gap: int = field(default=5, metadata=_rng(0))
     # Validation loss for time-to-target (AlgoPerf: first evaluation at or below it); None: off.
     target_loss: float | None = field(default=None, metadata=_rng(0.0, lo_open=True))

@@ -269,6 +269,20 @@ def _open_bin(path: Path, key: str, source: str) -> np.memmap:
     return np.memmap(path, dtype=np.uint16, mode="r")
 
 
+def _max_token(parts: list[np.ndarray]) -> int:
+    """Largest token id of the memmaps, read whole up to :data:`FULL_HASH_LIMIT` bytes each;
+    beyond that, of their first and last MiB (a file with the wrong vocabulary has large ids
+    everywhere; :class:`~spikebench.batches.BatchStream` checks every batch of the rest)."""
+    n = _HASH_CHUNK // 2
+    top = 0
+    for part in parts:
+        if part.nbytes <= FULL_HASH_LIMIT:
+            top = max(top, int(part.max()))
+        else:
+            top = max(top, int(part[:n].max()), int(part[-n:].max()))
+    return top
+
+
 def _load_bin(path: Path, cfg: Config, key: str, source: str):
     """``(train, val, meta)`` for a .bin file; a ``val.bin`` next to a ``train.bin`` is the
     validation split, otherwise the tail of the file is."""
@@ -324,7 +338,7 @@ def load_corpus(cfg: Config) -> Corpus:
     bytes (bytes read, or the .bin file sizes), sha256 (of the clean bytes, before any
     contamination; for big .bin files a head/tail fingerprint, see ``sha256_scope``),
     train_tokens, val_tokens and contamination. For .bin corpora ``vocab_size`` is taken from
-    ``model.vocab_size``: scanning for the largest id would read the whole file.
+    ``model.vocab_size`` and checked against the ids in the file (see :func:`_max_token`).
     """
     key, source = "data.corpus", cfg.data.corpus
     path = Path(source).expanduser()
@@ -338,6 +352,10 @@ def load_corpus(cfg: Config) -> Corpus:
             )
         train, val, meta = _load_bin(path, cfg, key, source)
         vocab = cfg.model.vocab_size
+        top = _max_token([train, val])
+        if top >= vocab:
+            raise ConfigError(f"{key} = {source!r}: holds token id {top}, but model.vocab_size "
+                              f"= {vocab}; set model.vocab_size > {top} (50304 for GPT-2 ids)")
     else:
         data, n_files, kind, where = read_text_source(source, cfg, key)
         meta = {

@@ -17,6 +17,9 @@ from typing import Any
 class Sink:
     """Receives flat per-step metric dicts. Subclasses override what they need."""
 
+    def start(self, run: dict[str, Any]) -> None:  # noqa: B027 - optional override
+        """Once, before the first step: the run's ``meta.json`` plus ``run_dir``."""
+
     def write(self, metrics: dict[str, Any]) -> None:  # noqa: B027 - optional override
         pass
 
@@ -54,6 +57,12 @@ class ProgressBar(Sink):
         self.t0 = time.perf_counter()
         self._next_line = 0.1
         self._last: dict[str, Any] = {}
+
+    def start(self, run: dict[str, Any]) -> None:
+        # Every line names the precision, so an emulated run never passes for a real one.
+        self.label = f"{self.label} [{run['precision']}]"
+        self.stream.write(f"{self.label}: {run['n_params']:,} parameters on "
+                          f"{run['environment']['device']}, writing {run['run_dir']}\n")
 
     def write(self, metrics: dict[str, Any]) -> None:
         if "train/loss" in metrics:

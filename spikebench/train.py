@@ -152,6 +152,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     }
     atomic_write_json(run_dir / "meta.json", meta)
     sinks = [JsonlSink(run_dir / "metrics.jsonl"), *sinks]
+    for s in sinks:
+        s.start({**meta, "run_dir": str(run_dir)})
     # The online spike monitor: O(1) per step, fed host floats at each read-back.
     monitor = SpikeMonitor(cfg.spikes.detector, ("train/loss", "optim/grad_norm"),
                            gap=cfg.spikes.gap)
@@ -188,9 +190,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         rate = (tokens - tokens_at_flush) / max(now - last_flush, 1e-9)
         for rec in pending:
             rec["perf/tokens_per_s"] = rate
-        if pending:
-            pending[-1]["time/elapsed_s"] = now - t0
         records = [r for r in pending if bad < 0 or r["step"] <= bad]
+        if records:  # after a divergence: when it was read back (steps do not sync)
+            records[-1]["time/elapsed_s"] = now - t0
         pending.clear()
         last_flush, tokens_at_flush = now, tokens
         return records, (bad if bad >= 0 else None)
@@ -262,6 +264,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         if scaler:
             rec["optim/loss_scale"] = scale_now.clone()
             rec["optim/skipped_steps"] = skipped.clone()
+        else:
+            rec["optim/loss_scale"] = 1.0  # every mode logs one, so logs share their keys
         if probing:
             rec["probe/update_ratio"] = _update_ratio(params, before)
             rec.update(probe(model, probe_x))
@@ -275,6 +279,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             emit(records)
             if diverged_step is not None:
                 status = "diverged"
+                tokens = records[-1]["data/tokens"]  # as of the bad step, not the interval
                 break
 
     seconds = time.perf_counter() - t0

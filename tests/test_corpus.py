@@ -141,7 +141,7 @@ def test_bin_split_and_sibling_val(tmp_path):
 
     tokens.tofile(tmp_path / "train.bin")
     tokens[:500].tofile(tmp_path / "val.bin")
-    c = load_corpus(cfg_for(tmp_path / "train.bin"))
+    c = load_corpus(cfg_for(tmp_path / "train.bin", "model.vocab_size=1000"))
     assert len(c.train) == 3000 and np.array_equal(c.val, tokens[:500])
     assert c.meta["n_files"] == 2 and c.meta["bytes"] == 7000
     json.dumps(c.meta)
@@ -200,8 +200,30 @@ def test_bad_corpus_is_one_line_config_error(tmp_path, case):
 def test_big_bin_is_fingerprinted_not_fully_hashed(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_mod, "FULL_HASH_LIMIT", 1000)
     np.arange(3000, dtype=np.uint16).tofile(tmp_path / "t.bin")
-    a, b = (load_corpus(cfg_for(tmp_path / "t.bin")) for _ in range(2))
+    a, b = (load_corpus(cfg_for(tmp_path / "t.bin", "model.vocab_size=3000")) for _ in range(2))
     assert a.meta["sha256_scope"] == "head_tail" and a.meta["sha256"] == b.meta["sha256"]
+
+
+def test_bin_ids_beyond_the_vocab_are_refused_not_an_index_error(tmp_path, monkeypatch):
+    from spikebench.batches import BatchStream
+
+    tokens = np.full(4000, 7, dtype=np.uint16)
+    tokens[1500:2500] = 999  # the middle of the train split
+    tokens.tofile(tmp_path / "t.bin")
+    with pytest.raises(ConfigError) as e:  # small: every id is checked when loaded
+        load_corpus(cfg_for(tmp_path / "t.bin"))
+    assert str(e.value) == (f"data.corpus = {str(tmp_path / 't.bin')!r}: holds token id 999, "
+                            "but model.vocab_size = 256; set model.vocab_size > 999 (50304 "
+                            "for GPT-2 ids)")
+    # Big: only the first and last MiB are read when loaded; the batch that meets the bad
+    # ids is refused on the host, before it could reach the embedding.
+    monkeypatch.setattr(corpus_mod, "FULL_HASH_LIMIT", 1000)
+    monkeypatch.setattr(corpus_mod, "_HASH_CHUNK", 2000)  # first/last 1000 ids
+    cfg = cfg_for(tmp_path / "t.bin")
+    stream = BatchStream(load_corpus(cfg), cfg, "cpu")
+    with pytest.raises(ConfigError, match=r"token id 999 at step \d+ is >= model.vocab_size"):
+        for step in range(20):
+            stream.batch(step)
 
 
 def test_segment_longer_than_train_refused():
