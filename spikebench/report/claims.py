@@ -74,8 +74,9 @@ class Headline:
     text: str
     metric: str
     claimed: float
-    # "absolute": a difference (a success *rate* gains percentage points, and stays defined
-    # when the baseline never succeeds); "relative": recipe / baseline - 1.
+    # "absolute": a difference of paired success rates (0/1 per seed; it gains percentage
+    # points, stays defined when the baseline never succeeds, and gets Newcombe's paired
+    # score interval); "relative": recipe / baseline - 1.
     scale: str = "relative"
 
 
@@ -84,7 +85,7 @@ HEADLINES: tuple[Headline, ...] = (
              "success rate (completed and target reached), percentage points", 0.40,
              "absolute"),
     Headline("time_seconds", "-25% training time",
-             "wall time to target (seconds; a miss counts the whole run)", -0.25),
+             "wall time to target (seconds; a miss or divergence counts the whole run)", -0.25),
     Headline("time_steps", "-25% training time",
-             "steps to target (a miss counts the whole budget)", -0.25),
+             "steps to target (a miss or divergence counts the whole budget)", -0.25),
 )

@@ -341,7 +341,8 @@ SECTIONS = [("strategy", "1. The strategy table, measured"),
 def _strategy(s: dict[str, Any], images: set[str]) -> list[Block]:
     return [_p("Each strategy alone added to the baseline, and the combined recipe, on "
                "the same seeds. Cells: estimate [95% CI]; Δ: mean paired difference vs the "
-               "baseline over matched seeds (bootstrap). Spike events: mean per seed (bootstrap); "
+               "baseline over matched seeds (bootstrap; for success, Newcombe's score "
+               "interval for paired proportions). Spike events: mean per seed (bootstrap); "
                f"time to target (validation loss {num(s['target_loss'])}): median over "
                "the seeds that reached it (bootstrap); final loss: mean over completed "
                "seeds (bootstrap); success: completed without divergence and reached "

@@ -120,14 +120,34 @@ def _success(per_seed: dict[int, dict[str, Any]]) -> dict[int, float]:
             for s, v in per_seed.items()}
 
 
+def _whole_run_seconds(v: dict, budget: int | None) -> float | None:
+    """A seed's wall time for the whole step budget: a diverged run stopped early, so its
+    time is scaled to the budget at the pace it ran (else an early divergence would look
+    faster than a run that reached the target)."""
+    sec, done = v.get("seconds"), v.get("diverged_step")
+    if v.get("status") == "diverged" and _finite(sec) and budget and done:
+        return sec * budget / done
+    return sec
+
+
 def _capped_pairs(rs, bs, key, budget_of) -> tuple[dict, dict]:
-    """Per-seed times to target with a miss capped at the run's budget (``budget_of``);
-    seeds where neither arm reached the target, or a capped side is unknown, are None."""
+    """Per-seed times to target for the time claims, recipe (``rs``) and baseline (``bs``).
+
+    A seed that completed and reached the target has its time (``key``). On a seed where
+    the other arm reached the target, a miss or a divergence counts as a miss: the arm's
+    whole budget (``budget_of``: the step budget, or the run's wall time), a lower bound
+    of its true time. Seeds where neither arm reached the target (both missed or diverged),
+    or where a capped side's budget is unknown, are None (they drop out of the pairs).
+    """
+    def reached(v: dict | None) -> bool:
+        return v is not None and v.get("status") == "completed" and _finite(v.get(key))
+
     def value(v: dict, other: dict | None) -> float | None:
-        if v.get("status") == "completed" and _finite(v.get(key)):
+        if reached(v):
             return v[key]
-        if v.get("status") == "completed" and other is not None and _finite(other.get(key)):
-            return budget_of(v)
+        if v.get("status") in ("completed", "diverged") and reached(other):
+            budget = budget_of(v)
+            return budget if _finite(budget) else None
         return None
 
     return ({s: value(v, bs.get(s)) for s, v in rs.items()},
@@ -178,7 +198,7 @@ def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool) ->
     success["delta"] = None
     if bs is not None and not is_baseline:
         pairs = stats.pair_by_seed(succ, _success(bs))
-        success["delta"] = _est(stats.paired_diff_ci(pairs))
+        success["delta"] = _est(stats.paired_rate_diff_ci(pairs))
     return {
         "spikes": _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"), "mean",
                           is_baseline),
@@ -210,7 +230,8 @@ def strategy_table_info(study: Study) -> dict[str, Any]:
     - ``steps_to_target`` / ``seconds_to_target``: median over the seeds that reached the
       target (``n`` of ``of`` reached); a missed seed has no time;
     - ``final_loss``: mean final validation loss over seeds that completed;
-    - ``success``: share of seeds that completed and reached the target, exact CI.
+    - ``success``: share of seeds that completed and reached the target, exact CI; its
+      paired difference uses Newcombe's score interval (:func:`stats.paired_rate_diff_ci`).
 
     An arm with no completed trial (not run yet, failed) is a row with ``status`` and no
     measurements. No baseline arm in the spec: unavailable, with the reason.
@@ -262,11 +283,14 @@ def claims_info(study: Study) -> dict[str, Any]:
     """The article's headline claims for the combined recipe, measured against the baseline.
 
     For each claim (see :data:`claims.HEADLINES`): the baseline and recipe values, the
-    relative change recipe / baseline - 1 over matched seeds with a paired bootstrap 95%
-    CI (ratio of means), and a verdict (:func:`stats.verdict`). Success pairs every common
-    seed (1 = completed and reached); time pairs only seeds where both reached the target.
-    Unavailable without a designed comparison, a recipe arm, or completed baseline and
-    recipe trials.
+    change over matched seeds with its 95% CI, and a verdict (:func:`stats.verdict`, which
+    needs :data:`stats.MIN_SEEDS` matched seeds to say supported or not). Success pairs
+    every common seed (1 = completed and reached) and its change is the difference in
+    rate with Newcombe's paired score interval (:func:`stats.paired_rate_diff_ci`); time
+    is the relative change recipe / baseline - 1 with a paired bootstrap CI (ratio of
+    means), over the seeds where at least one arm reached the target (a miss or a
+    divergence counts the arm's whole run, see :func:`_capped_pairs`). Unavailable without
+    a designed comparison, a recipe arm, or completed baseline and recipe trials.
     """
     if "baseline" not in study.arms or len(study.arms) < 2:
         return _unavailable(NO_COMPARISON, rows=[], rules=stats.VERDICT_RULES)
@@ -285,7 +309,7 @@ def claims_info(study: Study) -> dict[str, Any]:
     series = {
         "success": (_success(rs), _success(bs)),
         "time_seconds": _capped_pairs(rs, bs, "seconds_to_target",
-                                      lambda v: v.get("seconds")),
+                                      lambda v: _whole_run_seconds(v, budget)),
         "time_steps": _capped_pairs(rs, bs, "steps_to_target", lambda v: budget),
     }
     rows = []
@@ -293,7 +317,7 @@ def claims_info(study: Study) -> dict[str, Any]:
         r, b = series[h.key]
         pairs = stats.pair_by_seed({s: v if _finite(v) else None for s, v in r.items()},
                                    {s: v if _finite(v) else None for s, v in b.items()})
-        rel = (stats.paired_diff_ci(pairs) if h.scale == "absolute"
+        rel = (stats.paired_rate_diff_ci(pairs) if h.scale == "absolute"
                else stats.paired_relative_ci(pairs))
         v = stats.verdict(rel, h.claimed)
         rows.append({
@@ -306,10 +330,13 @@ def claims_info(study: Study) -> dict[str, Any]:
             "seeds_capped": v.seeds_needed == stats.SEEDS_CAP, "why": v.reason,
         })
     notes = ["success: the paired difference in success rate over every seed both arms "
-             "ran, in percentage points (defined even when the baseline never succeeds)",
-             "time: a seed that missed the target counts its whole run (the step budget, or "
-             "the run's wall time) as its time to target, a lower bound of the true time; "
-             "seeds where both arms missed (or diverged) drop out"]
+             "ran, in percentage points (defined even when the baseline never succeeds), "
+             "with Newcombe's (1998) score interval for paired proportions (method 10)",
+             "time: on a seed where one arm reached the target, the other arm, whether it "
+             "missed the target or diverged, counts its whole run (the step budget, or the "
+             "run's wall time, scaled to the whole budget for a run that diverged early) as "
+             "its time to target, a lower bound of the true time; only seeds where both arms "
+             "missed or diverged drop out"]
     labels = {(study.metas.get(recipe.number) or {}).get("precision", "")}
     if any("emulated" in str(x) for x in labels):
         notes.append("the recipe's half precision is emulated on this device: its wall time "
@@ -715,8 +742,8 @@ def header_info(study: Study) -> dict[str, Any]:
     metric = study.spec.get("spike_metric", "severity")
     definition = (
         f"rule {rule!r}: {RULE_TEXT.get(rule, 'see spikebench.detectors')}, on the training "
-        f"loss and on log(grad norm); flagged steps at most {gap} log rows apart form one "
-        "event. Counts and severity use loss events only (grad-norm events are precursors). "
+        f"loss and on log(grad norm); flagged steps with at most {gap} unflagged log rows "
+        "between them form one event. Counts and severity use loss events only (grad-norm events are precursors). "
         + ("The spike objective is the total severity: the area between the loss and its "
            "pre-spike trend over each event and its recovery (nats x steps; steps on an "
            "injected faulty batch add no area, so it measures damage on clean batches), "

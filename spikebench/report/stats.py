@@ -1,4 +1,5 @@
-"""Confidence intervals for the report: seeded bootstraps, exact binomial intervals, verdicts.
+"""Confidence intervals for the report: seeded bootstraps, exact binomial intervals, Newcombe's
+score interval for a paired difference of success rates, verdicts.
 
 Everything is deterministic: each bootstrap draws from ``numpy.random.default_rng(seed)``
 with a fixed default seed, so the same results give the same report byte for byte.
@@ -7,12 +8,16 @@ Percentile bootstrap intervals use the ``lower``/``higher`` order statistics (no
 interpolation), which keeps them inside the observed values and lets infinite resampled
 values (a relative change over a zero baseline) pass through without producing NaN. With
 three seeds a bootstrap interval is little more than the range of the data and covers the
-truth less often than 95%: the report says so next to the tables.
+truth less often than 95%: the report says so next to the tables. A paired difference of
+success rates (one 0/1 outcome per seed and arm) uses Newcombe's score interval instead, which
+stays wide where every seed agrees (three seeds 0 -> 1 give [+21 pp, +100 pp], not a
+zero-width [+100 pp, +100 pp]).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -114,6 +119,65 @@ def rate_ci(k: int, n: int, *, level: float = LEVEL) -> Estimate:
     return Estimate(k / n, lo, hi, n, "exact (Clopper-Pearson)")
 
 
+def _z(level: float) -> float:
+    return statistics.NormalDist().inv_cdf((1 + level) / 2)
+
+
+def wilson_ci(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval (no continuity correction) of a proportion ``k``/``n``, n > 0.
+
+    Newcombe (1998a, Stat Med 17:857) method 3: 81/263 gives [0.2553, 0.3662].
+    """
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"wilson_ci: k={k}, n={n}")
+    z, p = _z(level), k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # Exact at the ends (the formula gives 0 or 1 up to rounding there).
+    return (0.0 if k == 0 else centre - half), (1.0 if k == n else centre + half)
+
+
+def newcombe_paired_ci(a: int, b: int, c: int, d: int, *, level: float = LEVEL) -> Estimate:
+    """Newcombe's (1998) method 10 interval for a difference of paired proportions.
+
+    Newcombe RG, "Improved confidence intervals for the difference between binomial
+    proportions based on paired data", Stat Med 17:2635-2650 (1998), method 10: the Wilson
+    score limits (no continuity correction) of each marginal proportion, combined with the
+    correlation between them. Counts over n = a+b+c+d pairs: ``a`` both succeed, ``b`` only
+    the first, ``c`` only the second, ``d`` neither; the estimate is p1 - p2 = (b - c)/n with
+    p1 = (a+b)/n, p2 = (a+c)/n, and with (l1, u1), (l2, u2) their Wilson limits::
+
+        lower = (p1 - p2) - sqrt((p1-l1)^2 - 2 phi (p1-l1)(u2-p2) + (u2-p2)^2)
+        upper = (p1 - p2) + sqrt((u1-p1)^2 - 2 phi (u1-p1)(p2-l2) + (p2-l2)^2)
+
+    phi is the correlation of the table, (ad - bc)/sqrt((a+b)(c+d)(a+c)(b+d)), with
+    Newcombe's adjustment: where ad > bc its numerator is max(ad - bc - n/2, 0); it is 0
+    where the denominator is 0 (a margin is empty: all seeds succeed, or fail, in an arm).
+    With this phi the function reproduces Newcombe's Table II examples (36, 12, 2, 0 gives
+    [0.0569, 0.3404]; 18, 12, 2, 18 gives [0.0562, 0.3290]; 53, 0, 0, 1 gives
+    [-0.0729, 0.0729]; 0, 30, 0, 0 gives [0.8395, 1]). The interval is never degenerate:
+    3 pairs 0 -> 1 give [0.206, 1]. No pairs: :data:`NONE`.
+    """
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"newcombe_paired_ci: negative count in {(a, b, c, d)}")
+    n = a + b + c + d
+    if n == 0:
+        return NONE
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson_ci(a + b, n, level=level)
+    l2, u2 = wilson_ci(a + c, n, level=level)
+    denom = (a + b) * (c + d) * (a + c) * (b + d)
+    num = a * d - b * c
+    if num > 0:
+        num = max(num - n / 2, 0.0)
+    phi = num / math.sqrt(denom) if denom else 0.0
+    diff = p1 - p2
+    below = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    above = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return Estimate(diff, max(-1.0, diff - below), min(1.0, diff + above), n,
+                    "Newcombe paired score interval (method 10)")
+
+
 Pairs = list[tuple[int, float, float]]
 UNDEFINED = "undefined: the baseline's mean over the matched seeds is 0"
 
@@ -136,6 +200,19 @@ def paired_diff_ci(pairs: Pairs, *, level: float = LEVEL, n_boot: int = N_BOOT,
     est = bootstrap_ci([a - b for _, a, b in pairs], "mean", level=level, n_boot=n_boot,
                        seed=seed)
     return Estimate(est.value, est.lo, est.hi, est.n, "paired bootstrap mean difference")
+
+
+def paired_rate_diff_ci(pairs: Pairs, *, level: float = LEVEL) -> Estimate:
+    """Difference of success rates (arm - baseline) over matched seeds, each value 0 or 1,
+    with :func:`newcombe_paired_ci`. Raises ValueError on a value other than 0 or 1."""
+    counts = {(1, 1): 0, (1, 0): 0, (0, 1): 0, (0, 0): 0}
+    for seed, x, y in pairs:
+        if x not in (0, 1) or y not in (0, 1):
+            raise ValueError(f"paired_rate_diff_ci: seed {seed} has a non-binary outcome "
+                             f"({x}, {y})")
+        counts[int(x), int(y)] += 1
+    return newcombe_paired_ci(counts[1, 1], counts[1, 0], counts[0, 1], counts[0, 0],
+                              level=level)
 
 
 def _relative(a_mean: np.ndarray, b_mean: np.ndarray) -> np.ndarray:
@@ -176,18 +253,36 @@ def paired_relative_ci(pairs: Pairs, *, level: float = LEVEL, n_boot: int = N_BO
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 
+
+def min_seeds_exact(level: float = LEVEL) -> int:
+    """The fewest matched seeds with which an exact two-sided paired test (sign-flip, or
+    McNemar on binary outcomes) can reach p < 1 - ``level``: with n pairs all in one
+    direction its smallest p-value is 2 / 2^n, so 6 at 95% (2/64 = 0.031; 5 give 0.0625)."""
+    n = 1
+    while 2 * 0.5**n >= 1 - level:
+        n += 1
+    return n
+
+
+MIN_SEEDS = min_seeds_exact()
+
 VERDICT_RULES = (
-    "supported: the 95% CI of the relative change lies entirely on the claimed side of "
-    "zero and reaches the claimed value (contains it or goes beyond it); "
+    "supported: the 95% CI of the change (relative; in percentage points for success) lies "
+    "entirely on the claimed side of zero and reaches the claimed value (contains it or goes "
+    "beyond it); "
     "not supported: the whole CI falls short of the claimed value (it excludes the claim "
     "on the wrong side, even if it shows a smaller effect in the claimed direction); "
-    "inconclusive: anything else (the CI spans zero and the claim), or no matched seeds. "
+    "inconclusive: anything else (the CI spans zero and the claim), no matched seeds, or "
+    f"fewer than {MIN_SEEDS} matched seeds whatever the CI says: {MIN_SEEDS} is the fewest "
+    "with which an exact two-sided paired test (sign-flip, or McNemar for success) can reach "
+    f"p < 0.05 (all {MIN_SEEDS} seeds in one direction: 2/2^{MIN_SEEDS} = "
+    f"{2 * 0.5**MIN_SEEDS:.3f}), so with fewer no result can be significant. "
     "Seeds needed (inconclusive only): n x (CI half-width / distance)^2, where distance is "
     "how far the estimate lies from the farther of zero and the claimed value, i.e. the "
     "smallest CI that would exclude one of them; it assumes the estimate and the spread "
-    f"per seed stay as measured, is rounded up, and is capped at {SEEDS_CAP}; it is unknown "
-    "where there is no finite interval to extrapolate from (one matched seed, an undefined "
-    "or unbounded relative change).")
+    f"per seed stay as measured, is rounded up, is at least {MIN_SEEDS}, and is capped at "
+    f"{SEEDS_CAP}; it is unknown where there is no finite interval to extrapolate from (one "
+    "matched seed, an undefined or unbounded relative change).")
 
 
 @dataclass(frozen=True)
@@ -197,20 +292,8 @@ class Verdict:
     reason: str
 
 
-def verdict(est: Estimate, claimed: float, *, cap: int = SEEDS_CAP) -> Verdict:
-    """Judge a claimed relative change against its measured interval (see VERDICT_RULES).
-
-    ``claimed`` > 0 means higher is better (e.g. +0.40 success), < 0 lower is better.
-    An estimate without a value (no pairs, or an undefined relative change) or without an
-    interval (one pair) is inconclusive; seeds needed is then unknown (None) because there
-    is no spread to extrapolate from.
-    """
-    if est.value is None:
-        if est.n and est.method == UNDEFINED:
-            return Verdict(INCONCLUSIVE, None, "relative change " + UNDEFINED)
-        return Verdict(INCONCLUSIVE, None, "no matched seeds to compare")
-    if est.lo is None or est.hi is None:
-        return Verdict(INCONCLUSIVE, None, f"only {est.n} matched seed(s): no interval")
+def _ci_verdict(est: Estimate, claimed: float, cap: int) -> Verdict:
+    """The verdict the interval alone gives (est has a value and both bounds)."""
     s = 1.0 if claimed > 0 else -1.0
     # In the claimed direction, so "better" is always larger.
     lo, hi = sorted((s * est.lo, s * est.hi))
@@ -228,3 +311,35 @@ def verdict(est: Estimate, claimed: float, *, cap: int = SEEDS_CAP) -> Verdict:
     needed = math.ceil(est.n * (hw / distance) ** 2)
     needed = max(needed, est.n + 1)
     return Verdict(INCONCLUSIVE, min(needed, cap), "CI spans zero and the claim")
+
+
+def verdict(est: Estimate, claimed: float, *, cap: int = SEEDS_CAP,
+            min_seeds: int = MIN_SEEDS) -> Verdict:
+    """Judge a claimed change against its measured interval (see VERDICT_RULES).
+
+    ``claimed`` > 0 means higher is better (e.g. +0.40 success), < 0 lower is better.
+    An estimate without a value (no pairs, or an undefined relative change) or without an
+    interval (one pair) is inconclusive; seeds needed is then unknown (None) because there
+    is no spread to extrapolate from. Fewer than ``min_seeds`` pairs (:data:`MIN_SEEDS`, the
+    fewest with which an exact paired test can reach p < 0.05) is inconclusive whatever the
+    interval says: the reason gives what the interval alone would say, and seeds needed is
+    at least ``min_seeds`` (the extrapolation where it asks for more; unknown where the
+    interval has no finite half-width to extrapolate from).
+    """
+    if est.value is None:
+        if est.n and est.method == UNDEFINED:
+            return Verdict(INCONCLUSIVE, None, "relative change " + UNDEFINED)
+        return Verdict(INCONCLUSIVE, None, "no matched seeds to compare")
+    if est.lo is None or est.hi is None:
+        return Verdict(INCONCLUSIVE, None, f"only {est.n} matched seed(s): no interval")
+    ci = _ci_verdict(est, claimed, cap)
+    if est.n >= min_seeds:
+        return ci
+    if ci.verdict == INCONCLUSIVE and ci.seeds_needed is None:
+        needed = None
+    else:
+        needed = min(max(ci.seeds_needed or 0, min_seeds), max(cap, min_seeds))
+    seeds = f"{est.n} matched seed" + ("" if est.n == 1 else "s")
+    return Verdict(INCONCLUSIVE, needed,
+                   f"only {seeds}, fewer than the {min_seeds} an exact paired test needs to "
+                   f"reach p < 0.05; the CI alone {ci.reason.removeprefix('CI ')}")
