@@ -19,11 +19,13 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = cfgmod.load(args.config, args.overrides)
+    from spikebench.train import preflight, train
+
     if args.dry_run:
+        preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
         print(cfg.to_json())
         return 0
     from spikebench.sinks import ProgressBar
-    from spikebench.train import train
 
     sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress else []
     summary = train(cfg, sinks=sinks)

@@ -162,13 +162,17 @@ def probe(model: nn.Module, idx: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
-def build_model(cfg: ModelConfig) -> nn.Module:
-    """Instantiate ``cfg.cls`` (``package.module:Class``) with the model config."""
+def model_class(cfg: ModelConfig) -> type:
+    """The class ``cfg.cls`` names (``package.module:Class``), imported."""
     mod_name, _, cls_name = cfg.cls.partition(":")
     if not mod_name or not cls_name:
         raise ConfigError(f"model.cls = {cfg.cls!r}: must look like package.module:Class")
     try:
-        cls = getattr(importlib.import_module(mod_name), cls_name)
+        return getattr(importlib.import_module(mod_name), cls_name)
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"model.cls = {cfg.cls!r}: cannot import ({e})") from None
-    return cls(cfg)
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
+    """Instantiate ``cfg.cls`` (``package.module:Class``) with the model config."""
+    return model_class(cfg)(cfg)

@@ -22,7 +22,7 @@ from spikebench.batches import BatchStream
 from spikebench.config import Config, ConfigError
 from spikebench.corpus import derive_seed, load_corpus
 from spikebench.detectors import INJECTED_KEY, SpikeMonitor
-from spikebench.model import build_model, probe
+from spikebench.model import build_model, model_class, probe
 from spikebench.precision import loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment
 from spikebench.schedule import lr_factor
@@ -104,6 +104,16 @@ def new_run_dir(cfg: Config) -> Path:
         n += 1
         path = Path(cfg.run.out_dir) / f"{name}-{n}"
     return path
+
+
+def preflight(cfg: Config) -> None:
+    """The cheap checks a run makes before it reads data: the device exists, the model class
+    imports, the corpus path exists. Raises ConfigError (one line)."""
+    resolve_device(cfg.train.device)
+    model_class(cfg.model)
+    source = cfg.data.corpus
+    if source != "stdlib" and not Path(source).expanduser().exists():
+        raise ConfigError(f"data.corpus = {source!r}: no such file or folder")
 
 
 def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] = ()) -> dict:

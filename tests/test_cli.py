@@ -11,6 +11,11 @@ import pytest
     (["worker", "--study", "s"], "the following arguments are required: --storage"),
     (["train", "missing.toml"], "config file 'missing.toml': not found"),
     (["sweep", "missing.toml"], "sweep file 'missing.toml': not found"),
+    # --dry-run refuses what the run would refuse before reading any data.
+    (["train", "--dry-run", "--set", "model.cls=nope.mod:X"],
+     "model.cls = 'nope.mod:X': cannot import"),
+    (["train", "--dry-run", "--set", "data.corpus=/no/such/corpus"],
+     "data.corpus = '/no/such/corpus': no such file or folder"),
 ])
 def test_usage_errors_are_one_line(args, fragment):
     out = subprocess.run([sys.executable, "-m", "spikebench", *args], capture_output=True,
