@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -114,6 +115,7 @@ def test_two_workers_share_a_postgres_study(pg_url, tmp_path):
             assert secret not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
 def test_a_dead_workers_trial_is_retried_with_its_arm(pg_url, tmp_path):
     import sqlalchemy
 
@@ -162,3 +164,40 @@ def test_worker_refuses_sqlite(tmp_path):
     assert lines[0].startswith("spikebench worker: error:")
     assert "SQLite cannot be shared" in lines[0]
     assert not (tmp_path / "x.db").exists()  # refused before the file is created
+
+
+def test_a_killed_local_sweep_on_postgres_resumes_its_own_trial(pg_url, tmp_path):
+    # `spikebench sweep --storage postgresql://...` on one machine, killed by kill -9 while a
+    # trial runs: the next run of the same command retries that trial (it carries this
+    # results folder's driver tag), and leaves other servers' running trials alone.
+    name = "pgresume"
+    sweep = write_sweep(tmp_path, name=name, trials=0, seeds="[0]", steps=30)
+    results = tmp_path / "r"
+    cmd = spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "1",
+                     "--results", str(results))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    storage = make_storage(pg_url)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+    trials_dir = results / name / "trials"
+    deadline = time.time() + 120
+    while not list(trials_dir.glob("*/trial.json")):
+        assert time.time() < deadline and proc.poll() is None, "the sweep did not start"
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    study = optuna.load_study(study_name=name, storage=storage)
+    running = [t for t in study.get_trials() if t.state == TrialState.RUNNING]
+    assert len(running) == 1 and running[0].user_attrs["driver"].endswith(str((results / name).resolve()))
+    # Another server's trial, running on the same study, must not be touched.
+    other = study.ask()
+    other.set_user_attr("driver", "elsewhere:/results")
+
+    rerun = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=WORKER_TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "1 interrupted trial(s) to retry" in rerun.stderr
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials()
+    assert trials[running[0].number].state == TrialState.FAIL
+    assert trials[other.number].state == TrialState.RUNNING
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert any(t.user_attrs.get("retry_of") == running[0].number for t in done)
