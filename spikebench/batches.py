@@ -133,13 +133,8 @@ class BatchStream:
         length = self.seq_len_at(step) + 1
         g = torch.Generator().manual_seed(derive_seed(self.seed, "data", step))
         offsets = torch.randint(0, self._max_offset, (self.batch_size,), generator=g)
-        windows = gather_windows(self.corpus.train, offsets, length)
-        if self._memmap and int(windows.max()) >= self.corpus.vocab_size:
-            # Host-side, before the copy to the device: no GPU sync. Big .bin files are only
-            # sampled when loaded; an out-of-range id must not become an index error.
-            raise ConfigError(f"data.corpus = {self.cfg.data.corpus!r}: token id "
-                              f"{int(windows.max())} at step {step + 1} is >= model.vocab_size "
-                              f"= {self.corpus.vocab_size}")
+        windows = self._check_ids(gather_windows(self.corpus.train, offsets, length),
+                                  f"at step {step + 1}")
         if self._easy_first and step < self._ramp:
             windows = self._easiest(windows, g, step, length)
         self._inject(windows, step)
@@ -156,6 +151,16 @@ class BatchStream:
         eligible = torch.zeros(len(pool), dtype=torch.bool)
         eligible[easiest] = True
         return pool[eligible.nonzero().squeeze(1)[:b]]
+
+    def _check_ids(self, windows: torch.Tensor, where: str) -> torch.Tensor:
+        """Refuse a token id outside the model's vocabulary (a .bin corpus is only sampled
+        when loaded) before it can become an index error. Host-side, before the copy to the
+        device: no GPU sync."""
+        if self._memmap and int(windows.max()) >= self.corpus.vocab_size:
+            raise ConfigError(f"data.corpus = {self.cfg.data.corpus!r}: token id "
+                              f"{int(windows.max())} {where} is >= model.vocab_size = "
+                              f"{self.corpus.vocab_size}")
+        return windows
 
     def _to_device(self, windows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self._pin:
@@ -180,7 +185,8 @@ class BatchStream:
                 )
             # Integer spacing: exact at any corpus size (float linspace is not, past 2**24).
             offsets = torch.arange(count) * (len(val) - length) // max(1, count - 1)
-            windows = gather_windows(val, offsets, length)
+            windows = self._check_ids(gather_windows(val, offsets, length),
+                                      "in the validation batches")
             self._val = [self._to_device(w) for w in windows.split(self.batch_size)]
         return self._val
 

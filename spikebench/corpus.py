@@ -276,6 +276,8 @@ def _max_token(parts: list[np.ndarray]) -> int:
     n = _HASH_CHUNK // 2
     top = 0
     for part in parts:
+        if not len(part):
+            continue  # an empty split is refused by _check_lengths, with its own message
         if part.nbytes <= FULL_HASH_LIMIT:
             top = max(top, int(part.max()))
         else:
@@ -352,10 +354,6 @@ def load_corpus(cfg: Config) -> Corpus:
             )
         train, val, meta = _load_bin(path, cfg, key, source)
         vocab = cfg.model.vocab_size
-        top = _max_token([train, val])
-        if top >= vocab:
-            raise ConfigError(f"{key} = {source!r}: holds token id {top}, but model.vocab_size "
-                              f"= {vocab}; set model.vocab_size > {top} (50304 for GPT-2 ids)")
     else:
         data, n_files, kind, where = read_text_source(source, cfg, key)
         meta = {
@@ -372,6 +370,11 @@ def load_corpus(cfg: Config) -> Corpus:
         train, val = _split(tokens, cfg.data.val_fraction)
         vocab = BYTE_VOCAB
     _check_lengths(train, val, cfg)
+    if meta["kind"] == "bin":
+        top = _max_token([train, val])
+        if top >= vocab:
+            raise ConfigError(f"{key} = {source!r}: holds token id {top}, but model.vocab_size "
+                              f"= {vocab}; set model.vocab_size > {top} (50304 for GPT-2 ids)")
     meta = {"source": source, **meta, "train_tokens": len(train), "val_tokens": len(val)}
     meta["contamination"] = contaminate(train, cfg) if contamination_requested(cfg) else []
     return Corpus(train=train, val=val, vocab_size=vocab, meta=meta)

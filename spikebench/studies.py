@@ -107,6 +107,12 @@ def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.
                           f"objective(s); study.objective = {spec.objective!r} needs "
                           f"{len(directions)} (use another study.name)")
     old = study.user_attrs.get("spec")
+    if old is not None:
+        # Through SweepSpec, so a field added since the study was created takes its default.
+        try:
+            old = SweepSpec.from_dict(old).to_dict()
+        except TypeError:
+            pass  # written by a newer spikebench: compared as stored (and so refused)
     if old is not None and _comparable(old) != _comparable(spec.to_dict()):
         raise ConfigError(f"study {spec.name!r}: exists with a different sweep definition; "
                           "resume with the same file and --set values, or use another "
@@ -224,6 +230,8 @@ def count_done(study: optuna.Study, trials: list | None = None) -> int:
     trials = study.get_trials(deepcopy=False) if trials is None else trials
     retried = set(study.user_attrs.get("interrupted", []))
     retried |= {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    for t in trials:  # retries by Optuna's own callback, as earlier versions used
+        retried.update(t.system_attrs.get("retry_history", ()))
     return sum(t.state in DONE_STATES
                or (t.state == TrialState.FAIL and t.number not in retried)
                for t in trials)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -272,11 +273,15 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     slots = make_slots(jobs) if jobs != 0 else []  # 0: create the study for workers only
     with _exclusive(study_dir):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = open_study(spec, make_storage(url))
+        # On a shared storage the driver's trials beat like a worker's, so that if this
+        # driver dies for good, workers retry its trials once they go stale.
+        shared = not is_sqlite(url)
+        storage = make_storage(url, heartbeat=shared)
+        study = open_study(spec, storage)
         # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
         # On a shared storage, only the trials this results folder's last driver left.
         owner = f"{socket.gethostname()}:{study_dir.resolve()}"
-        recovered = recover_interrupted(study, spec, None if is_sqlite(url) else owner)
+        recovered = recover_interrupted(study, spec, owner if shared else None)
         enqueue_plan(study, spec)
         total = len(spec.arms) + spec.trials
         done = count_done(study)
@@ -295,14 +300,20 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         def task() -> None:
             slot = free.get()
             try:
-                with lock:
+                with lock, warnings.catch_warnings():
+                    # Optuna warns that heartbeats are meant for optimize(): we beat ourselves.
+                    warnings.simplefilter("ignore", UserWarning)
                     trial = study.ask()
                     trial.set_user_attr("driver", owner)
                     progress.running += 1
+                if heart:
+                    heart.add(trial._trial_id)
                 try:
                     out = run_trial(trial, spec, slot, trials_dir, lock)
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
                     out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
+                if heart:
+                    heart.discard(trial._trial_id)
                 if stopping.is_set():
                     return  # interrupted: left RUNNING, so the next run retries it
                 with lock:
@@ -314,6 +325,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             finally:
                 free.put(slot)
 
+        heart = _Heartbeat(storage) if shared else None
         old = signal.signal(signal.SIGTERM, _sigterm)
         try:
             remaining = max(0, total - done) if slots else 0
@@ -327,11 +339,41 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             log("interrupted: finished trials are kept; run the same command to resume")
             raise
         finally:
+            if heart:
+                heart.stop()
             signal.signal(signal.SIGTERM, old)
             export_trials(study, study_dir)
         n_done = count_done(study)
         return {"study": spec.name, "dir": str(study_dir), "done": n_done, "total": total,
                 "trials_csv": str(study_dir / "trials.csv")}
+
+
+class _Heartbeat:
+    """Records a heartbeat for each trial running here, at once and then every storage
+    heartbeat interval from a daemon thread: what ``study.optimize`` does for a worker's
+    trial, done for the driver's ask/tell."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage):
+        self.storage = storage
+        self.ids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def add(self, trial_id: int) -> None:
+        self.storage.record_heartbeat(trial_id)
+        self.ids.add(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        self.ids.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.storage.get_heartbeat_interval() or 30):
+            for trial_id in list(self.ids):
+                self.storage.record_heartbeat(trial_id)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class _TargetGate:
@@ -410,11 +452,16 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             raise RuntimeError(out.attrs.get("error", "trial failed"))
         return out.values
 
-    def counts(study: optuna.Study) -> tuple[int, int]:
-        # Trials of dead workers (stale heartbeat) are failed and queued again first.
+    def counts(study: optuna.Study) -> tuple[int, int, int]:
+        """(done, running, running on workers). Trials of dead workers or drivers (stale
+        heartbeat) are failed and queued again first."""
         optuna.storages.fail_stale_trials(study)
         trials = study.get_trials(deepcopy=False)  # one read: no trial counted twice
-        return count_done(study, trials), sum(t.state == TrialState.RUNNING for t in trials)
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        # A driver's trial is its driver's to retry (on its next run); only workers' trials,
+        # which beat until they finish or go stale, are worth waiting for.
+        on_workers = sum("driver" not in t.user_attrs for t in running)
+        return count_done(study, trials), len(running), on_workers
 
     ran = 0
     gate = _TargetGate(storage, study_name)
@@ -423,8 +470,8 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             # Checking the target and creating the next trial are one step across workers,
             # else two workers that both see one trial left both start one.
             gate.acquire()
-            done, running = counts(study)
-            if done >= target:
+            done, running, on_workers = counts(study)
+            if done >= target or (done + running >= target and not on_workers):
                 break
             if done + running >= target:
                 # The rest is running elsewhere. Stay until it finishes or its worker's

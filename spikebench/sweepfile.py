@@ -269,8 +269,10 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
             except ConfigError as e:
                 raise ConfigError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
 
+    _check_one_budget(path, base, space, {})  # the space first: it shapes the arms
     comparison = raw.get("comparison", {})
     arms = _parse_comparison(path, comparison, base, base_cfg, space)
+    _check_one_budget(path, base, space, arms)
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
         target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
@@ -279,6 +281,28 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
         notes=str(st.get("notes", "")),
         default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,
     )
+
+
+def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
+                      arms: dict[str, dict[str, Any]]) -> None:
+    """Every trial must run the same number of steps: scores (steps to target, a miss's
+    budget, events per 1,000 steps) and the pruner count steps against ``spec.steps``."""
+    where = {p.key: f"space.{json.dumps(p.key)}" for p in space}
+    for arm, values in arms.items():
+        for key in values:
+            if key not in where and values[key] != base.get(key):
+                where[key] = f"comparison arm {json.dumps(arm)}: {key}"
+    for key in cfgmod.BUDGET_KEYS:
+        if key in where:
+            raise ConfigError(f"{path}: {where[key]}: varies {key} across trials; every trial "
+                              "must have the same budget (set it in [config])")
+    if base.get("train.tokens") is not None:
+        for key in ("data.batch_size", "data.seq_len"):
+            if key in where:
+                raise ConfigError(
+                    f"{path}: {where[key]}: varies {key} with train.tokens = "
+                    f"{base['train.tokens']}, so trials would get different step budgets; "
+                    "set train.steps instead")
 
 
 def _config_value(cfg: cfgmod.Config, key: str) -> Any:

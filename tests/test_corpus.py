@@ -224,6 +224,19 @@ def test_bin_ids_beyond_the_vocab_are_refused_not_an_index_error(tmp_path, monke
     with pytest.raises(ConfigError, match=r"token id 999 at step \d+ is >= model.vocab_size"):
         for step in range(20):
             stream.batch(step)
+    # The same for a big val.bin beside a clean train.bin: its batches are checked too.
+    np.full(4000, 7, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    tokens.tofile(tmp_path / "val.bin")
+    cfg = cfg_for(tmp_path / "train.bin")
+    stream = BatchStream(load_corpus(cfg), cfg, "cpu")
+    with pytest.raises(ConfigError, match="token id 999 in the validation batches"):
+        stream.val_batches()
+
+
+def test_a_bin_too_short_for_a_split_is_a_length_error(tmp_path):
+    np.arange(10, dtype=np.uint16).tofile(tmp_path / "tiny.bin")
+    with pytest.raises(ConfigError, match="the train split has 10 tokens, needs >="):
+        load_corpus(cfg_for(tmp_path / "tiny.bin"))
 
 
 def test_segment_longer_than_train_refused():

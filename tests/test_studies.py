@@ -39,3 +39,23 @@ def test_reopening_a_study_with_choices_in_its_space_is_the_same_sweep(tmp_path)
     open_study(spec, make_storage(url))
     again = open_study(load_sweep("sweeps/default.toml"), make_storage(url))
     assert again.user_attrs["spec"]["name"] == "default"
+
+
+def test_a_study_from_an_earlier_version_reopens_and_counts_its_retries(tmp_path):
+    from spikebench.studies import default_storage, make_storage, open_study
+
+    spec = load_sweep("sweeps/default.toml")
+    url = default_storage(tmp_path)
+    study = open_study(spec, make_storage(url))
+    # Its stored definition predates a field of SweepSpec that has a default.
+    old = {k: v for k, v in study.user_attrs["spec"].items() if k != "default_recipe"}
+    study.set_user_attr("spec", old)
+    study = open_study(load_sweep("sweeps/default.toml"), make_storage(url))
+    # A retry made by Optuna's own callback names the trial it retries in system attrs.
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    study.add_trial(optuna.create_trial(state=TrialState.FAIL, params={"x": 0.5},
+                                        distributions=dist))
+    study.add_trial(optuna.create_trial(
+        value=None, values=[1.0, 2.0], params={"x": 0.5}, distributions=dist,
+        system_attrs={"failed_trial": 0, "retry_history": [0]}))
+    assert count_done(study) == 1

@@ -70,6 +70,14 @@ BAD = [
     ('[study]\ntarget_loss = 3.0\n[comparison.arms]\nbaseline = { "optim.clip" = 1.0 }\n',
      "comparison.arms.baseline = {\"optim.clip\": 1.0}: 'baseline' is declared as"),
     ('[study]\ntarget_loss = 3.0\nspike_limit = -1\n', "study.spike_limit = -1: must be"),
+    ('[study]\ntarget_loss = 3.0\n[space]\n"train.steps" = { low = 10, high = 20, int = true }\n',
+     'space."train.steps": varies train.steps across trials'),
+    ('[study]\ntarget_loss = 3.0\n[config]\ntrain.tokens = 100000\n[space]\n'
+     '"data.batch_size" = { choices = [4, 8] }\n',
+     'space."data.batch_size": varies data.batch_size with train.tokens = 100000'),
+    ('[study]\ntarget_loss = 3.0\n[config]\ntrain.tokens = 100000\n[comparison.arms]\n'
+     'long = { "data.seq_len" = 64 }\n',
+     'comparison arm "long": data.seq_len: varies data.seq_len with train.tokens'),
     ('[study]\ntarget_loss = inf\n', "study.target_loss = Infinity: must be a validation"),
     ('[study]\ntarget_loss = 3.0\n[nonsense]\n', "unknown table 'nonsense'"),
     ('[study]\ntarget_loss = 3.0\ncolour = 1\n', "unknown key 'study.colour'"),

@@ -187,7 +187,24 @@ def test_a_killed_local_sweep_on_postgres_resumes_its_own_trial(pg_url, tmp_path
     proc.wait()
     study = optuna.load_study(study_name=name, storage=storage)
     running = [t for t in study.get_trials() if t.state == TrialState.RUNNING]
-    assert len(running) == 1 and running[0].user_attrs["driver"].endswith(str((results / name).resolve()))
+    assert len(running) == 1
+    assert running[0].user_attrs["driver"].endswith(str((results / name).resolve()))
+    # It beats like a worker's trial, so if this driver never came back, workers would
+    # retry it once it went stale.
+    import sqlalchemy
+
+    with storage.engine.connect() as conn:
+        beats = conn.execute(sqlalchemy.text("SELECT count(*) FROM trial_heartbeats WHERE "
+                                             "trial_id = :id"), {"id": running[0]._trial_id})
+        assert beats.scalar() == 1
+    # A worker joining now runs the two waiting arms and then leaves: the driver's running
+    # trial is the driver's to retry, and waiting for it could be forever.
+    joined = subprocess.run(spikebench("worker", "--storage", pg_url, "--study", name,
+                                       "--results", str(tmp_path / "w")),
+                            cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=WORKER_TIMEOUT)
+    assert joined.returncode == 0, joined.stderr
+    assert "has 2/3 finished trials; this worker ran 2" in joined.stderr
     # Another server's trial, running on the same study, must not be touched.
     other = study.ask()
     other.set_user_attr("driver", "elsewhere:/results")
