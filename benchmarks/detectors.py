@@ -18,8 +18,9 @@ from collections import Counter
 
 from tabulate import tabulate
 
-from spikebench.detectors import RULES, SpikeMonitor
-from spikebench.synthetic import Match, evaluate, generate, matches
+from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.spikes.rules import RULES
+from spikebench.spikes.synthetic import Match, evaluate, generate, matches
 
 SHAPES = ("early", "single", "burst", "slow", "co", "grad_only")
 

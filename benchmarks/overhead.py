@@ -19,17 +19,20 @@ import time
 import torch
 
 from spikebench import config as cfgmod
-from spikebench.corpus import derive_seed, load_corpus
+from spikebench.data.corpus import load_corpus
+from spikebench.data.seeds import derive_seed
 from spikebench.model import build_model
-from spikebench.schedule import lr_factor
-from spikebench.train import make_optimizer, resolve_device, train
+from spikebench.train.loop import train
+from spikebench.train.optim import make_optimizer
+from spikebench.train.schedule import lr_factor
+from spikebench.train.setup import resolve_device
 
 
 def bare_loop(cfg, corpus, device) -> float:
     """The loop a person would write by hand; returns seconds per step."""
     torch.manual_seed(derive_seed(cfg.train.seed, "init"))
     model = build_model(cfg.model).to(device)
-    opt = make_optimizer(model, cfg, device)
+    opt = make_optimizer(model, cfg)
     data = corpus.train if isinstance(corpus.train, torch.Tensor) else torch.from_numpy(
         corpus.train[: 10_000_000].astype("int64"))
     B, T = cfg.data.batch_size, cfg.data.seq_len

@@ -1,6 +1,7 @@
 """spikebench: measure and tame loss spikes in language-model pretraining."""
 
-from spikebench.config import Config, ConfigError, load
+from spikebench.config import Config, load
+from spikebench.errors import UserError
 
-__all__ = ["Config", "ConfigError", "load"]
+__all__ = ["Config", "UserError", "load"]
 __version__ = "0.1.0"

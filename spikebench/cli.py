@@ -1,31 +1,35 @@
-"""The ``spikebench`` command line. Every user error ends in one line and exit code 2."""
+"""The ``spikebench`` command line: train, sweep, worker, spikes, report.
+
+Every user error is a :class:`~spikebench.errors.UserError`, caught once in :func:`main`:
+one line ``spikebench <command>: error: ...`` on stderr and exit code 2. Heavy imports
+(torch, Optuna) happen inside the command that needs them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from spikebench import config as cfgmod
-from spikebench import report_cmd, spikes_cmd
-from spikebench.config import ConfigError
+from spikebench.errors import UserError
+from spikebench.spikes.rules import RULES
 
-
-def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", help="TOML config (default: gpt-tiny on the stdlib corpus)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="dotted override, e.g. --set optim.lr=3e-3 (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+# Keys of each event in `spikes --json` (height: metric units; height_sigma: in sigma).
+JSON_EVENT_KEYS = ("onset", "peak", "metric", "height_sigma", "recovery_steps", "height")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = cfgmod.load(args.config, args.overrides)
-    from spikebench.train import preflight, train
+    from spikebench.train.loop import train
+    from spikebench.train.setup import preflight
 
     if args.dry_run:
         preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
         print(cfg.to_json())
         return 0
-    from spikebench.sinks import ProgressBar
+    from spikebench.train.sinks import ProgressBar
 
     sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress else []
     summary = train(cfg, sinks=sinks)
@@ -33,17 +37,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from spikebench.sweepfile import load_sweep
+    from spikebench.sweep.spec import load_sweep
 
     spec = load_sweep(args.sweep, args.overrides)
     if args.trials is not None:
         spec.trials = args.trials
     if args.dry_run:
-        from spikebench.plan import describe_plan
+        from spikebench.sweep.plan import describe_plan
 
         print(describe_plan(spec, jobs=args.jobs, storage=args.storage, results=args.results))
         return 0
-    from spikebench.sweep import run_sweep
+    from spikebench.sweep.driver import run_sweep
 
     out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage)
     print(f"{out['done']}/{out['total']} trials done; table: {out['trials_csv']}")
@@ -51,12 +55,79 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from spikebench.sweep import run_worker
+    from spikebench.sweep.worker import run_worker
 
     return run_worker(args.storage, args.study, results=args.results)
 
 
-def _jobs(text: str) -> int:
+def cmd_spikes(args: argparse.Namespace) -> int:
+    from spikebench.scoring.run import score_log
+    from spikebench.spikes.logs import read_log
+
+    log = read_log(args.file, args.metric, args.grad_metric)
+    res = score_log(log, rule=args.detector, gap=args.gap)
+    if args.plot:
+        from spikebench.spikes.plot import plot_events
+
+        try:
+            plot_events(log, res["events"], args.detector, args.plot)
+        except (OSError, ValueError) as e:
+            raise UserError(f"--plot {args.plot}: cannot write the plot ({e})") from None
+    if args.json:
+        print(json.dumps({"steps": res["steps"],
+                          "events": [{k: e[k] for k in JSON_EVENT_KEYS} for e in res["events"]],
+                          "spike_score": res["spike_score"]}, allow_nan=False))
+    else:
+        _print_spikes(res, log, args.detector)
+    return 0
+
+
+def _print_spikes(res: dict, log, detector: str) -> None:
+    from tabulate import tabulate
+
+    print(f"{log.path}: {res['steps']} steps, loss column {log.loss_column!r}"
+          + (f", grad norm column {log.grad_column!r}" if log.grad_column else "")
+          + f", detector {detector}")
+    if res["events"]:
+        rows = [
+            [e["onset"], e["peak"], e["metric"],
+             "-" if e["height"] is None else f"{e['height']:.3g}",
+             "-" if e["height_sigma"] is None else f"{e['height_sigma']:.1f}",
+             e["recovery_steps"] if e["recovered"] else f"{e['recovery_steps']} (unrecovered)",
+             "-" if e["area"] is None else f"{e['area']:.3g}"]
+            for e in res["events"]
+        ]
+        print(tabulate(rows, headers=["onset", "peak", "metric", "height", "height σ",
+                                      "recovery", "area"]))
+    else:
+        print("no spike events")
+    sc = res["spike_score"]
+
+    def fmt(x):
+        return "n/a (needs > 1000 values)" if x is None else f"{100 * x:.3f}%"
+
+    print(f"spike score (OLMo 7σ share): loss {fmt(sc['loss'])}"
+          + (f", grad_norm {fmt(sc['grad_norm'])}" if log.has_grad_norm else ""))
+
+
+def report_dir(results_dir: str | Path, out: str | Path) -> Path:
+    """``reports/<name of the results folder>``: a safe folder name whatever the study is
+    called; ``results/default/`` and ``.`` resolve to their real folder names first."""
+    return Path(out) / Path(results_dir).resolve().name
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from spikebench.report import build_report
+
+    try:
+        paths = build_report(args.results_dir, report_dir(args.results_dir, args.out))
+    except OSError as e:
+        raise UserError(f"cannot write the report: {e}") from None
+    print(f"report: {paths['markdown']} and {paths['html']}")
+    return 0
+
+
+def _count(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
@@ -66,6 +137,13 @@ def _jobs(text: str) -> int:
     return n
 
 
+def _rule(text: str) -> str:
+    if text not in RULES:
+        raise argparse.ArgumentTypeError(f"unknown detector {text!r}; choose from: "
+                                         + ", ".join(RULES))
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line and exit code 2, like every other user error here."""
 
@@ -73,22 +151,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _set_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help=help)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="spikebench", description="Measure and tame loss spikes in LM pretraining."
-    )
+    parser = _Parser(prog="spikebench",
+                     description="Measure and tame loss spikes in LM pretraining.")
     sub = parser.add_subparsers(dest="command", required=True)
+
     p = sub.add_parser("train", help="run one pretraining trial")
-    _add_config_args(p)
+    p.add_argument("config", nargs="?", help="TOML config (default: gpt-tiny on the stdlib "
+                                             "corpus)")
+    _set_option(p, "dotted override, e.g. --set optim.lr=3e-3 (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=cmd_train)
+
     p = sub.add_parser("sweep", help="run (or resume) an Optuna sweep of pretraining trials")
     p.add_argument("sweep", nargs="?", default="sweeps/default.toml", help="sweep TOML file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override the sweep's base config, e.g. --set train.steps=100")
-    p.add_argument("--jobs", type=_jobs, default=None,
+    _set_option(p, "override the sweep's base config, e.g. --set train.steps=100")
+    p.add_argument("--jobs", type=_count, default=None,
                    help="parallel CPU workers (default: one per GPU, else one per core); "
                         "0 creates the study and its plan for `spikebench worker`s only")
-    p.add_argument("--trials", type=_jobs, default=None, help="search trials (overrides the file)")
+    p.add_argument("--trials", type=_count, default=None,
+                   help="search trials (overrides the file)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: SQLite in "
                    "results/<study>/)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
@@ -102,17 +189,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.set_defaults(func=cmd_worker)
 
-    spikes_cmd.add_parser(sub)
-    report_cmd.add_parser(sub)
+    p = sub.add_parser("spikes", help="find loss spikes in a training log")
+    p.add_argument("file", help="training log: CSV or JSONL with a step and a loss column")
+    p.add_argument("--metric", help="loss column name (default: loss, train/loss, ...)")
+    p.add_argument("--grad-metric",
+                   help="grad-norm column name (default: grad_norm, optim/grad_norm)")
+    p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
+                   help=f"spike rule: {', '.join(RULES)} (default: default)")
+    p.add_argument("--gap", type=_count, default=5,
+                   help="max unflagged rows inside one event (default 5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
+    p.add_argument("--plot", metavar="PNG", help="draw the curve(s) with events marked")
+    p.set_defaults(func=cmd_spikes)
+
+    p = sub.add_parser("report", help="write a sweep's report (markdown and HTML)")
+    p.add_argument("results_dir", help="a study's results folder, e.g. results/default")
+    p.add_argument("--out", default="reports",
+                   help="reports folder; the report goes to OUT/<results folder name>/ "
+                        "(default: reports)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # usage errors and --help: a code, not an exception, for callers
+        return int(e.code or 0)
     try:
         return args.func(args)
-    except ConfigError as e:
+    except UserError as e:
         print(f"spikebench {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

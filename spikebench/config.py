@@ -2,7 +2,7 @@
 
 Resolution order, later wins: dataclass defaults < model preset (``models/<name>.toml``) <
 the config file < ``--set key=value`` overrides. Unknown keys, wrong types and out-of-range
-values raise :class:`ConfigError` with one line naming the key, the value and what is allowed,
+values raise :class:`UserError` with one line naming the key, the value and what is allowed,
 before anything runs.
 """
 
@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from spikebench.errors import UserError
+
 PACKAGE_ROOT = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_ROOT.parent
-
-
-class ConfigError(ValueError):
-    """A configuration problem, described in one line for the user."""
 
 
 def _rng(lo: float | None = None, hi: float | None = None, *, lo_open=False, hi_open=False):
@@ -51,7 +49,7 @@ class ModelConfig:
 
     def check(self) -> None:
         if self.n_embd % self.n_head:
-            raise ConfigError(
+            raise UserError(
                 f"model.n_embd = {self.n_embd}: must be divisible by model.n_head = {self.n_head}"
             )
 
@@ -93,12 +91,12 @@ class ScheduleConfig:
 class PrecisionConfig:
     # fp16 uses dynamic loss scaling; fp16_noscale shows why that is needed.
     mode: Literal["fp32", "bf16", "fp16", "fp16_noscale"] = "fp32"
-    # auto: real autocast on CUDA, emulated rounding on CPU (real half matmuls are ~100x
-    # slower than fp32 on CPU, which makes sweeps useless there).
+    # auto: real autocast on CUDA, emulated rounding on CPU (real half matmuls are many times
+    # slower than fp32 on most CPUs; benchmarks/precision_speed.py measures it).
     impl: Literal["auto", "real", "emulated"] = "auto"
     init_scale: float = field(default=2.0**16, metadata=_rng(0.0, lo_open=True))
-    # Emulated attention: "kernel" rounds the softmax probabilities as flash kernels do
-    # (measured 1.55x fp32 on gpt-tiny); "io" rounds only its inputs and output (1.24x).
+    # Emulated attention: "kernel" rounds the softmax probabilities as flash kernels do;
+    # "io" rounds only its inputs and output (cheaper, and more precise than the real thing).
     emulated_attention: Literal["kernel", "io"] = "kernel"
 
 
@@ -153,7 +151,7 @@ class TrainConfig:
 
 @dataclass
 class SpikeConfig:
-    # The rule the in-loop monitor and the scores use (see spikebench.detectors.RULES).
+    # The rule the in-loop monitor and the scores use (see spikebench.spikes.rules.RULES).
     detector: Literal["default", "zscore", "olmo", "olmo_online", "loss_ratio", "persistent"] = (
         "default")
     # Flagged steps with at most `gap` unflagged log rows between them form one event.
@@ -184,19 +182,19 @@ class Config:
     def check(self) -> None:
         self.model.check()
         if self.data.seq_len > self.model.block_size:
-            raise ConfigError(
+            raise UserError(
                 f"data.seq_len = {self.data.seq_len}: must be <= model.block_size = "
                 f"{self.model.block_size} (the model's context)"
             )
         if self.curriculum.kind in ("seqlen", "both") and (
             self.curriculum.seqlen_start > self.data.seq_len
         ):
-            raise ConfigError(
+            raise UserError(
                 f"curriculum.seqlen_start = {self.curriculum.seqlen_start}: must be <= "
                 f"data.seq_len = {self.data.seq_len}"
             )
         if self.data.batch_size % self.optim.grad_accum:
-            raise ConfigError(
+            raise UserError(
                 f"optim.grad_accum = {self.optim.grad_accum}: must divide data.batch_size = "
                 f"{self.data.batch_size}"
             )
@@ -236,7 +234,7 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         return _coerce(key, value, inner[0]) if len(inner) == 1 else value
     if origin is Literal:
         if value not in typing.get_args(tp):
-            raise ConfigError(f"{key} = {value!r}: must be {_describe(tp)}")
+            raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
         return value
     ok = (
         (tp is bool and isinstance(value, bool))
@@ -245,9 +243,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         or (tp is str and isinstance(value, str))
     )
     if not ok:
-        raise ConfigError(f"{key} = {value!r}: must be {_describe(tp)}")
+        raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
     if tp is float and not math.isfinite(value):  # NaN slips past every range comparison
-        raise ConfigError(f"{key} = {value!r}: must be a finite number")
+        raise UserError(f"{key} = {value!r}: must be a finite number")
     return float(value) if tp is float else value
 
 
@@ -264,7 +262,7 @@ def _check_range(key: str, value: Any, meta: dict, optional: bool = False) -> No
         lo_s = "-inf" if lo is None else f"{lo:g}"
         hi_s = "inf" if hi is None else f"{hi:g}"
         off = ' or "off"' if optional else ""
-        raise ConfigError(f"{key} = {value!r}: must be in {left}{lo_s}, {hi_s}{right}{off}")
+        raise UserError(f"{key} = {value!r}: must be in {left}{lo_s}, {hi_s}{right}{off}")
 
 
 def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
@@ -272,13 +270,13 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'} = {data!r}: must be a table")
+        raise UserError(f"{prefix.rstrip('.') or 'config'} = {data!r}: must be a table")
     kwargs = {}
     for key, value in data.items():
         name = prefix + key
         if key not in fields:
             allowed = ", ".join(fields)
-            raise ConfigError(f"unknown key {name!r} (allowed here: {allowed})")
+            raise UserError(f"unknown key {name!r} (allowed here: {allowed})")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             kwargs[key] = build(tp, value, name + ".")
@@ -302,11 +300,11 @@ def _merge(base: dict, update: dict) -> dict:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``'optim.lr=3e-3'`` -> (['optim', 'lr'], 0.003). Values parse as TOML, else as strings."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: must look like key=value, e.g. optim.lr=3e-3")
+        raise UserError(f"--set {text!r}: must look like key=value, e.g. optim.lr=3e-3")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {text!r}: the key must be dotted, e.g. optim.lr")
+        raise UserError(f"--set {text!r}: the key must be dotted, e.g. optim.lr")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -314,27 +312,31 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
+def _nest(items: list[tuple[list[str], Any, str]]) -> dict[str, Any]:
+    """Nested tables from (dotted path, value, label for errors) items."""
     out: dict[str, Any] = {}
-    for text in overrides:
-        path, value = parse_override(text)
+    for path, value, label in items:
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {text!r}: {part} is not a table")
+                raise UserError(f"{label}: {part} is not a table")
         node[path[-1]] = value
     return out
+
+
+def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
+    return _nest([(*parse_override(text), f"--set {text!r}") for text in overrides])
 
 
 def load_toml(path: str | Path, what: str = "config") -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{what} file {str(p)!r}: not found")
+        raise UserError(f"{what} file {str(p)!r}: not found")
     try:
         return tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{what} file {str(p)!r}: not valid TOML ({e})") from None
+        raise UserError(f"{what} file {str(p)!r}: not valid TOML ({e})") from None
 
 
 def preset_path(name: str) -> Path:
@@ -345,15 +347,20 @@ def preset_path(name: str) -> Path:
         if (root / f"{name}.toml").is_file():
             return root / f"{name}.toml"
     known = sorted(p.stem for p in (REPO_ROOT / "models").glob("*.toml"))
-    raise ConfigError(f"model.preset = {name!r}: no such preset (known: {', '.join(known)})")
+    raise UserError(f"model.preset = {name!r}: no such preset (known: {', '.join(known)})")
 
 
 # The two ways to give a run's length; an override of either replaces the file's budget.
 BUDGET_KEYS = ("train.steps", "train.tokens")
 
 
+def unflatten(values: dict[str, Any]) -> dict[str, Any]:
+    """``{"optim.lr": 1e-3}`` -> ``{"optim": {"lr": 1e-3}}``."""
+    return _nest([(key.split("."), value, f"{key} = {value!r}") for key, value in values.items()])
+
+
 def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = None) -> Config:
-    """Resolve a config dict (from a file) and overrides into a checked :class:`Config`."""
+    """Resolve a config dict (from a file) and ``--set`` strings into a checked :class:`Config`."""
     raw = dict(raw or {})
     over = overrides_to_dict(overrides or [])
     if isinstance(over.get("train"), dict) and isinstance(raw.get("train"), dict) and (
@@ -361,25 +368,31 @@ def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = Non
         raw["train"] = {k: v for k, v in raw["train"].items() if k not in ("steps", "tokens")}
     merged = _merge(raw, over)
     if not isinstance(merged.get("model", {}), dict):
-        raise ConfigError(f"model = {merged['model']!r}: must be a table")
+        raise UserError(f"model = {merged['model']!r}: must be a table")
     preset = merged.get("model", {}).get("preset", ModelConfig.preset)
     if not isinstance(preset, str):
-        raise ConfigError(f"model.preset = {preset!r}: must be a string")
+        raise UserError(f"model.preset = {preset!r}: must be a string")
     pdata = load_toml(preset_path(preset), "model preset")
     unknown = set(pdata) - {"model"}
     if unknown:
-        raise ConfigError(f"model preset {preset!r}: only a [model] table allowed, got {unknown}")
+        raise UserError(f"model preset {preset!r}: only a [model] table allowed, got {unknown}")
     merged = _merge({"model": pdata.get("model", {})}, merged)
     merged.setdefault("model", {})["preset"] = preset
     cfg = build(Config, merged)
     if cfg.train.tokens is not None:
         if "steps" in merged.get("train", {}):
-            raise ConfigError(f"train.tokens = {cfg.train.tokens}: set one budget, train.steps "
-                              f"= {cfg.train.steps} or train.tokens, not both")
+            raise UserError(f"train.tokens = {cfg.train.tokens}: set one budget, train.steps "
+                            f"= {cfg.train.steps} or train.tokens, not both")
         per_step = cfg.data.batch_size * cfg.data.seq_len
         cfg.train.steps = -(-cfg.train.tokens // per_step)
     cfg.check()
     return cfg
+
+
+def resolve_flat(values: dict[str, Any]) -> Config:
+    """A checked :class:`Config` from flat dotted values (a sweep's base, arm and params);
+    None is "off" for an optional key."""
+    return resolve(unflatten(values))
 
 
 def load(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

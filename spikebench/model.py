@@ -17,7 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from spikebench.config import ConfigError, ModelConfig
+from spikebench import metrics as M
+from spikebench.config import ModelConfig
+from spikebench.errors import UserError
 
 
 class CausalSelfAttention(nn.Module):
@@ -156,9 +158,9 @@ def probe(model: nn.Module, idx: torch.Tensor) -> dict[str, torch.Tensor]:
     out = {}
     attn = [m for m in model.modules() if getattr(m, "max_logit", None) is not None]
     for i, m in enumerate(attn):
-        out[f"probe/attn_logit_max/{i}"] = m.max_logit
+        out[f"{M.ATTN_LOGIT_MAX}{i}"] = m.max_logit
     if getattr(model, "log_z", None) is not None:
-        out["probe/log_z"] = model.log_z
+        out[M.LOG_Z] = model.log_z
     return out
 
 
@@ -166,11 +168,11 @@ def model_class(cfg: ModelConfig) -> type:
     """The class ``cfg.cls`` names (``package.module:Class``), imported."""
     mod_name, _, cls_name = cfg.cls.partition(":")
     if not mod_name or not cls_name:
-        raise ConfigError(f"model.cls = {cfg.cls!r}: must look like package.module:Class")
+        raise UserError(f"model.cls = {cfg.cls!r}: must look like package.module:Class")
     try:
         return getattr(importlib.import_module(mod_name), cls_name)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"model.cls = {cfg.cls!r}: cannot import ({e})") from None
+        raise UserError(f"model.cls = {cfg.cls!r}: cannot import ({e})") from None
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

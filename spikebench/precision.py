@@ -1,8 +1,9 @@
 """Numeric precision modes: fp32, bf16, fp16 with dynamic loss scaling, fp16 without it.
 
-On CUDA the half modes use real ``torch.autocast``. On CPU real half matmuls are about 100x
-slower than fp32, which makes sweeps useless, so there the default is an *emulation* that
-computes in fp32 but rounds to the half format wherever autocast's half-precision ops would:
+On CUDA the half modes use real ``torch.autocast``. On most CPUs real half matmuls are many
+times slower than fp32 (``benchmarks/precision_speed.py``), so there the default is an
+*emulation* that computes in fp32 but rounds to the half format wherever autocast's
+half-precision ops would:
 
 * matmul-like ops (``F.linear``, ``matmul``/``@``, ``mm``, ``bmm``, ``addmm``, ``addbmm``,
   ``baddbmm``, ``einsum``, ``conv1d/2d/3d``) get inputs rounded to half, compute in fp32 (as
@@ -16,8 +17,7 @@ computes in fp32 but rounds to the half format wherever autocast's half-precisio
 
 The rounding is a plain ``t.to(half).to(float32)``, so fp16 overflows to inf above 65504,
 rounds to subnormals below 6.1e-5 and flushes to zero below 2**-25, exactly like the format.
-Against real CPU bf16 autocast (torch 2.13, an AVX2 CPU), emulated linear layers and MLPs
-are bit-identical forward and backward, and attention outputs match bit for bit on ~97%.
+``tests/test_precision.py`` compares it with real CPU bf16 autocast op by op.
 
 Usage, with ``p = make_precision(cfg.precision, device)``::
 
@@ -153,7 +153,7 @@ def _emulated_sdpa(
 
     q, k, v and a float mask are rounded to half (and so are their gradients); the rest is
     :class:`_FlashAttention`. With one key block (sequences up to 512 on CPU) the forward
-    matches torch's CPU bf16 kernel bit for bit on ~97% of outputs, the rest one ulp off (its
+    matches torch's CPU bf16 kernel bit for bit on most outputs, the rest one ulp off (its
     vectorised exp differs). Kernels that tile the keys round ``exp`` against a running block
     max instead of the row max, and torch's CPU backward accumulates dk, dv over query blocks
     of 32 in half: same error size, different bits. Unlike the fused kernels this
@@ -225,8 +225,7 @@ class EmulatedAutocast(TorchFunctionMode):
     ``F.scaled_dot_product_attention`` becomes :func:`_emulated_sdpa`, which also rounds the
     attention probabilities and score gradients as half flash kernels do; with
     ``flash_rounding=False`` it is torch's fp32 kernel with rounded inputs and output instead
-    (~20% faster on gpt-tiny at seq 128, but attention then is more precise than the real
-    thing). All other ops run untouched, as autocast's fp32 ops (layer norm, softmax, losses).
+    (faster, but attention then is more precise than the real thing). All other ops run untouched, as autocast's fp32 ops (layer norm, softmax, losses).
 
     Edge cases: tensors nested in lists (``einsum(eq, [a, b])``) are rounded too; ops called
     from C++ inside another op (e.g. the bmm inside ``einsum``) are not seen, only the outer

@@ -8,20 +8,22 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from spikebench.config import REPO_ROOT
+from spikebench.config import REPO_ROOT, Config
+from spikebench.values import json_safe
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old file or the new one, never half."""
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -30,25 +32,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
 
 
 def to_json(obj: Any) -> str:
     """JSON with non-finite floats written as null (JSON has no NaN or Infinity)."""
-    return json.dumps(_finite(obj), indent=2, default=_json_default, allow_nan=False)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
+    return json.dumps(json_safe(obj), indent=2, allow_nan=False)
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
@@ -88,3 +78,15 @@ def environment(device: Any) -> dict[str, Any]:
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
     return env
+
+
+def new_run_dir(cfg: Config) -> Path:
+    """``run.out_dir/<run.name or time-preset-seed>``, suffixed ``-2``, ``-3``... if taken."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = cfg.run.name or f"{stamp}-{cfg.model.preset}-s{cfg.train.seed}"
+    path = Path(cfg.run.out_dir) / name
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(cfg.run.out_dir) / f"{name}-{n}"
+    return path

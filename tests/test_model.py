@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from spikebench import config as c
-from spikebench.config import ConfigError
+from spikebench.errors import UserError
 from spikebench.model import GPT, build_model, probe
 
 torch.set_num_threads(1)
@@ -67,7 +67,7 @@ def test_probe_reports_attention_logits_and_log_z():
 def test_user_model_class_by_import_path():
     m = build_model(c.load(None, ["model.cls=spikebench.model:GPT"]).model)
     assert isinstance(m, GPT)
-    with pytest.raises(ConfigError, match="model.cls = 'nowhere.mod:X': cannot import"):
+    with pytest.raises(UserError, match="model.cls = 'nowhere.mod:X': cannot import"):
         build_model(c.load(None, ["model.cls=nowhere.mod:X"]).model)
-    with pytest.raises(ConfigError, match="must look like"):
+    with pytest.raises(UserError, match="must look like"):
         build_model(c.load(None, ["model.cls=justaname"]).model)

@@ -1,0 +1,22 @@
+"""Metric names: the keys of a run's per-step records, in one place (OLMo-core's style).
+
+The trainer writes them, the spike monitor, scores, sinks and report read them; a typo in
+one module would silently read nothing, so every module imports the name from here.
+"""
+
+STEP = "step"
+TRAIN_LOSS = "train/loss"
+VAL_LOSS = "val/loss"
+GRAD_NORM = "optim/grad_norm"  # pre-clip global norm
+LR = "optim/lr"
+LOSS_SCALE = "optim/loss_scale"  # 1 unless fp16 with scaling
+SKIPPED_STEPS = "optim/skipped_steps"  # fp16 overflow steps the scaler skipped, cumulative
+TOKENS = "data/tokens"  # cumulative training tokens
+SEQ_LEN = "data/seq_len"
+# Set (1) on steps whose batch carried an injected fault.
+INJECTED = "data/injected"
+TOKENS_PER_S = "perf/tokens_per_s"
+ELAPSED_S = "time/elapsed_s"  # training seconds so far, evaluation excluded
+UPDATE_RATIO = "probe/update_ratio"
+LOG_Z = "probe/log_z"
+ATTN_LOGIT_MAX = "probe/attn_logit_max/"  # + layer index

@@ -1,0 +1,234 @@
+"""The local sweep driver (``spikebench sweep``): trials in fresh worker processes, told to
+Optuna by this process alone.
+
+The driver alone talks to the storage (ask/tell under one lock), so parallel workers never
+meet SQLite's "database is locked"; joblib runs one thread per worker slot, each running
+its trial as a subprocess (:mod:`.trial`). A lock file keeps a second driver off the same
+results folder; on start, trials a killed driver left running are failed and enqueued
+again, so a sweep resumes with the same command.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import signal
+import socket
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from queue import Queue
+
+import optuna
+from joblib import Parallel, delayed
+from optuna.trial import TrialState
+
+from spikebench.errors import UserError
+from spikebench.runio import atomic_write_text
+from spikebench.sweep.slots import Slot, make_slots
+from spikebench.sweep.spec import SweepSpec
+from spikebench.sweep.studies import (
+    count_done,
+    default_storage,
+    enqueue_plan,
+    is_sqlite,
+    make_storage,
+    mask_url,
+    open_study,
+    recover_interrupted,
+)
+from spikebench.sweep.trial import Outcome, kill_children, record, run_trial
+
+
+@contextmanager
+def _exclusive(study_dir: Path):
+    study_dir.mkdir(parents=True, exist_ok=True)
+    f = open(study_dir / ".lock", "w")  # noqa: SIM115 - held for the whole sweep
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise UserError(f"results folder {str(study_dir)!r}: another sweep is running "
+                          "on this study (its lock file is held)") from None
+    try:
+        yield
+    finally:
+        f.close()
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+class Progress:
+    """One line per finished trial: a bar, counts, and the best so far."""
+
+    def __init__(self, total: int, done: int, spec: SweepSpec, stream=None):
+        self.total, self.done, self.spec = total, done, spec
+        self.stream = stream or sys.stderr
+        self.running = 0
+        self.diverged = 0
+        self.t0 = time.perf_counter()
+
+    def line(self, study: optuna.Study, trial: optuna.Trial | None, out: Outcome | None):
+        width = 20
+        fill = int(width * self.done / max(1, self.total))
+        bar = "#" * fill + "." * (width - fill)
+        text = (f"[{bar}] {self.done}/{self.total} done, {self.running} running, "
+                f"{self.diverged} diverged")
+        if trial is not None and out is not None:
+            what = out.attrs.get("arm", "search")
+            if out.state == TrialState.COMPLETE:
+                v = out.attrs
+                text += (f" | #{trial.number} {what}: spikes {v['spikes']:.2f}, "
+                         f"conv {v['convergence']:.0f}")
+            else:
+                text += f" | #{trial.number} {what}: {out.state.name.lower()}"
+                if "error" in out.attrs:
+                    text += f" ({out.attrs['error'][:80]})"
+        best = best_summary(study)
+        if best:
+            text += f" | best {best}"
+        self.stream.write(f"{text} [{time.perf_counter() - self.t0:.0f}s]\n")
+        self.stream.flush()
+
+
+def best_summary(study: optuna.Study) -> str:
+    try:
+        best = study.best_trials
+    except ValueError:
+        return ""
+    if not best:
+        return ""
+    if len(study.directions) == 1:
+        t = best[0]
+        return f"#{t.number} convergence {t.values[0]:.0f}"
+    return f"{len(best)} on the Pareto front"
+
+
+def export_trials(study: optuna.Study, study_dir: Path) -> Path:
+    """``trials.csv``: one row per trial with params, values, states and scores."""
+    df = study.trials_dataframe(attrs=("number", "state", "values", "params", "user_attrs",
+                                       "duration"))
+    df = df.drop(columns=[c for c in df.columns if c.endswith("per_seed")], errors="ignore")
+    path = study_dir / "trials.csv"
+    atomic_write_text(path, df.to_csv(index=False))
+    return path
+
+
+def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | None = None,
+              storage: str | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Run (or resume) the sweep until ``len(arms) + trials`` trials are done."""
+    log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+    study_dir = Path(results) / spec.name
+    url = storage or spec.storage or default_storage(study_dir)
+    slots = make_slots(jobs) if jobs != 0 else []  # 0: create the study for workers only
+    with _exclusive(study_dir):
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # On a shared storage the driver's trials beat like a worker's, so that if this
+        # driver dies for good, workers retry its trials once they go stale.
+        shared = not is_sqlite(url)
+        storage = make_storage(url, heartbeat=shared)
+        study = open_study(spec, storage)
+        # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
+        # On a shared storage, only the trials this results folder's last driver left.
+        owner = f"{socket.gethostname()}:{study_dir.resolve()}"
+        recovered = recover_interrupted(study, spec, owner if shared else None)
+        enqueue_plan(study, spec)
+        total = len(spec.arms) + spec.trials
+        done = count_done(study)
+        log(f"study {spec.name!r} in {study_dir}/ (storage {mask_url(url)}): {done}/{total} "
+            f"trials done" + (f", {recovered} interrupted trial(s) to retry" if recovered
+                              else "") + f"; {len(slots)} worker(s): "
+            + ", ".join(f"{s.name}x{s.threads}t" for s in slots))
+        progress = Progress(total, done, spec)
+        lock = threading.Lock()
+        free: Queue[Slot] = Queue()
+        for s in slots:
+            free.put(s)
+        trials_dir = study_dir / "trials"
+        stopping = threading.Event()
+
+        def task() -> None:
+            slot = free.get()
+            try:
+                with lock, warnings.catch_warnings():
+                    # Optuna warns that heartbeats are meant for optimize(): we beat ourselves.
+                    warnings.simplefilter("ignore", UserWarning)
+                    trial = study.ask()
+                    trial.set_user_attr("driver", owner)
+                    progress.running += 1
+                if heart:
+                    heart.add(trial._trial_id)
+                try:
+                    out = run_trial(trial, spec, slot, trials_dir, lock)
+                except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
+                    out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
+                if heart:
+                    heart.discard(trial._trial_id)
+                if stopping.is_set():
+                    return  # interrupted: left RUNNING, so the next run retries it
+                with lock:
+                    record(trial, out)
+                    study.tell(trial, out.values if out.state == TrialState.COMPLETE else None,
+                               state=out.state)
+                    progress.running -= 1
+                    progress.done += 1
+                    progress.diverged += bool(out.attrs.get("diverged_seeds"))
+                    progress.line(study, trial, out)
+            finally:
+                free.put(slot)
+
+        heart = _Heartbeat(storage) if shared else None
+        old = signal.signal(signal.SIGTERM, _sigterm)
+        try:
+            remaining = max(0, total - done) if slots else 0
+            runner = Parallel(n_jobs=max(1, len(slots)), backend="threading",
+                              return_as="generator_unordered")
+            for _ in runner(delayed(task)() for _ in range(remaining)):
+                pass
+        except KeyboardInterrupt:
+            stopping.set()
+            kill_children()
+            log("interrupted: finished trials are kept; run the same command to resume")
+            raise
+        finally:
+            if heart:
+                heart.stop()
+            signal.signal(signal.SIGTERM, old)
+            export_trials(study, study_dir)
+        n_done = count_done(study)
+        return {"study": spec.name, "dir": str(study_dir), "done": n_done, "total": total,
+                "trials_csv": str(study_dir / "trials.csv")}
+
+
+
+class _Heartbeat:
+    """Records a heartbeat for each trial running here, at once and then every storage
+    heartbeat interval from a daemon thread: what ``study.optimize`` does for a worker's
+    trial, done for the driver's ask/tell."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage):
+        self.storage = storage
+        self.ids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def add(self, trial_id: int) -> None:
+        self.storage.record_heartbeat(trial_id)
+        self.ids.add(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        self.ids.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.storage.get_heartbeat_interval() or 30):
+            for trial_id in list(self.ids):
+                self.storage.record_heartbeat(trial_id)
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,83 @@
+"""One sweep trial in a fresh process: ``python -m spikebench.sweep.runner TRIAL_DIR``.
+
+Reads ``TRIAL_DIR/trial.json`` (``{"config": <resolved config>, "seeds": [...]}``), trains
+every seed into ``TRIAL_DIR/seed-<n>/`` and writes ``TRIAL_DIR/result.json`` atomically.
+While seed index 0 trains, each validation loss is printed to stdout as one JSON line
+(``{"seed": 0, "step": 50, "val/loss": 2.9}``) so the driver can prune. A fresh process per
+trial means no memory creep across trials, and a crash or an out-of-memory kill costs one
+trial, never the sweep. The process ends itself if the driver that started it dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from spikebench import config as cfgmod
+from spikebench import metrics as M
+from spikebench.runio import atomic_write_json
+from spikebench.train.sinks import Sink
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL us when the driver dies (even by kill -9); a no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _ParentWatch(Sink):
+    """Fallback to PDEATHSIG: stop when re-parented (the driver is gone)."""
+
+    def __init__(self, parent: int):
+        self.parent = parent
+
+    def write(self, metrics):
+        if os.getppid() != self.parent:
+            os._exit(3)
+
+
+class _Report(Sink):
+    """Streams the first seed's validation losses to the driver for pruning."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def write(self, metrics):
+        if M.VAL_LOSS in metrics and metrics[M.STEP] > 0:
+            print(json.dumps({"seed": self.seed, M.STEP: metrics[M.STEP],
+                              M.VAL_LOSS: metrics[M.VAL_LOSS]}), flush=True)
+
+
+def run(trial_dir: Path, parent: int) -> int:
+    job = json.loads((trial_dir / "trial.json").read_text())
+    from spikebench.train.loop import train  # torch imports after the watch is set
+
+    results = []
+    for i, seed in enumerate(job["seeds"]):
+        cfg = cfgmod.from_dict(job["config"])
+        cfg.train.seed = seed
+        sinks = [_ParentWatch(parent)] + ([_Report(seed)] if i == 0 else [])
+        summary = train(cfg, run_dir=trial_dir / f"seed-{seed}", sinks=sinks)
+        results.append({"seed": seed, "summary": summary})
+    atomic_write_json(trial_dir / "result.json", {"seeds": results})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
+    _die_with_parent()
+    if os.getppid() != parent:  # the driver died before prctl took effect
+        return 3
+    return run(Path(argv[0]), parent)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""Sweep definitions (``sweeps/*.toml``): parsed, checked and planned before anything runs.
+
+A sweep file has four tables::
+
+    [study]       name, trials (search trials), seeds, objective, target_loss, spike_limit,
+                  spike_metric, sampler, pruner, storage
+    [config]      the base train config of every trial (the same keys as a train config)
+    [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
+    [comparison]  baseline = {...}, recipe = {...}, [comparison.arms] name = {...}
+
+Every problem raises :class:`~spikebench.config.UserError` naming the file, the key, the
+value and what is allowed. Each trial's config is resolved here once, so a bad value in an
+arm or at an end of the search space is refused before the first trial starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from spikebench import config as cfgmod
+from spikebench.errors import UserError
+
+OBJECTIVES = ("multi", "single")
+SAMPLERS = ("tpe", "random", "nsga2")
+PRUNERS = ("none", "patient_hyperband", "median")
+SPIKE_METRICS = ("severity", "events")
+CLIP_ON = "/on"  # suffix of the boolean parameter that switches an "off"-able float on
+# The strategy-table article's combined recipe, run by every study that does not declare its
+# own: warmup 2-3% (2.5%), clipping at 1.0, bf16, curriculum on (sequence-length warmup).
+ARTICLE_RECIPE: dict[str, Any] = {
+    "schedule.warmup_ratio": 0.025,
+    "optim.clip": 1.0,
+    "precision.mode": "bf16",
+    "curriculum.kind": "seqlen",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One search-space dimension over a config key.
+
+    ``choices`` makes it categorical; otherwise a float (or int) range, optionally log-scale.
+    ``off`` adds the value None ("off", e.g. no clipping) through a boolean companion
+    parameter ``<key>/on``, because Optuna cannot mix a category with a continuous range.
+    """
+
+    key: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+    off: bool = False
+    choices: tuple | None = None
+
+    def contains(self, value: Any) -> bool:
+        if self.choices is not None:
+            return value in self.choices
+        if value is None:
+            return self.off
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return self.low <= value <= self.high
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(json.dumps(c) for c in self.choices)
+        text = f"{'int' if self.integer else 'float'} in [{self.low:g}, {self.high:g}]"
+        text += " log-uniform" if self.log else ""
+        return text + (' or "off"' if self.off else "")
+
+    def fixed(self, value: Any) -> dict[str, Any]:
+        """The Optuna parameters that pin this dimension to ``value`` (for enqueued trials)."""
+        if self.off:
+            return {self.key + CLIP_ON: False} if value is None else {
+                self.key + CLIP_ON: True, self.key: value}
+        return {self.key: value}
+
+
+@dataclass
+class SweepSpec:
+    path: str
+    name: str
+    trials: int
+    seeds: list[int]
+    objective: Literal["multi", "single"]
+    target_loss: float
+    spike_limit: float
+    spike_metric: str
+    sampler: str
+    pruner: str
+    storage: str
+    base: dict[str, Any]  # flat dotted overrides of the base config
+    space: list[Param]
+    arms: dict[str, dict[str, Any]]  # arm name -> flat overrides (baseline first, recipe last)
+    steps: int = 0
+    eval_every: int = 0
+    notes: str = ""
+    # True when the recipe arm is ARTICLE_RECIPE because the file declares none.
+    default_recipe: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        # Drop unset fields only: `v not in (None, False)` would also drop a bound of 0.
+        d["space"] = [{k: v for k, v in dataclasses.asdict(p).items()
+                       if v is not None and v is not False} for p in self.space]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        """The spec a study stored (:meth:`to_dict`); raises TypeError for a field this
+        version does not know. Older versions stored an empty ``extra`` and dropped a
+        dimension's zero bounds; both still load."""
+        d = {k: v for k, v in d.items() if k != "extra"}
+        d["space"] = [Param(**{**p, "choices": tuple(p["choices"])}) if "choices" in p
+                      else Param(**{"low": 0.0, "high": 0.0, **p}) for p in d["space"]]
+        return cls(**d)
+
+
+def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 1}, "train.steps": 5}`` -> ``{"optim.lr": 1, "train.steps": 5}``."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def resolve_config(base: dict[str, Any], *layers: dict[str, Any]) -> cfgmod.Config:
+    """The config of a trial: the base, then each layer (arm, params) over it."""
+    merged = dict(base)
+    for layer in layers:
+        merged.update(layer)
+    return cfgmod.resolve_flat(merged)
+
+
+def _err(path: str, key: str, value: Any, allowed: str) -> UserError:
+    return UserError(f"{path}: {key} = {json.dumps(value, default=str)}: {allowed}")
+
+
+def _get(table: dict, key: str, path: str, kind: type | tuple, default: Any, allowed: str):
+    value = table.get(key, default)
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise _err(path, f"study.{key}", value, allowed)
+    return value
+
+
+def _parse_param(path: str, key: str, spec: Any) -> Param:
+    where = f"space.{json.dumps(key)}"
+    if not isinstance(spec, dict):
+        raise _err(path, where, spec, "must be a table {low, high[, log, off, int]} or {choices}")
+    unknown = set(spec) - {"low", "high", "log", "off", "int", "choices"}
+    if unknown:
+        raise _err(path, where, spec, f"unknown field {sorted(unknown)[0]!r} "
+                   "(allowed: low, high, log, off, int, choices)")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise _err(path, where + ".choices", choices, "must be a non-empty list")
+        return Param(key, choices=tuple(choices))
+    low, high = spec.get("low"), spec.get("high")
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise _err(path, f"{where}.{name}", v, "must be a number")
+    if low > high:
+        raise _err(path, where, spec, "low must be <= high")
+    log = spec.get("log", False)
+    if log and low <= 0:
+        raise _err(path, f"{where}.low", low, "must be > 0 on a log scale")
+    return Param(key, float(low), float(high), bool(log), bool(spec.get("int", False)),
+                 bool(spec.get("off", False)))
+
+
+def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    """Parse and check a sweep file; ``overrides`` are ``--set`` strings for ``[config]``."""
+    path = str(path)
+    raw = cfgmod.load_toml(path, "sweep")
+    unknown = set(raw) - {"study", "config", "space", "comparison"}
+    if unknown:
+        raise UserError(f"{path}: unknown table {sorted(unknown)[0]!r} "
+                          "(allowed: study, config, space, comparison)")
+    for table in ("study", "config", "space", "comparison"):
+        if table in raw and not isinstance(raw[table], dict):
+            raise _err(path, table, raw[table], "must be a table")
+    st = raw.get("study", {})
+    allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
+                     "spike_metric", "sampler", "pruner", "storage", "notes"}
+    if set(st) - allowed_study:
+        bad = sorted(set(st) - allowed_study)[0]
+        raise UserError(f"{path}: unknown key 'study.{bad}' (allowed: "
+                          + ", ".join(sorted(allowed_study)) + ")")
+    name = _get(st, "name", path, str, Path(path).stem, "must be a string")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        # The name becomes a folder: keep it to one safe path component.
+        raise _err(path, "study.name", name, "must be letters, digits, '.', '_' or '-' "
+                   "(a folder name)")
+    trials = _get(st, "trials", path, int, 0, "must be an integer >= 0")
+    if trials < 0:
+        raise _err(path, "study.trials", trials, "must be an integer >= 0")
+    seeds = st.get("seeds", [0])
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise _err(path, "study.seeds", seeds, "must be a list of distinct integers >= 0")
+    objective = _get(st, "objective", path, str, "multi", f"must be one of {OBJECTIVES}")
+    if objective not in OBJECTIVES:
+        raise _err(path, "study.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    target = st.get("target_loss")
+    if (isinstance(target, bool) or not isinstance(target, int | float)
+            or not 0 < target < math.inf):
+        raise _err(path, "study.target_loss", target, "must be a validation loss > 0")
+    spike_limit = _get(st, "spike_limit", path, (int, float), 2, "must be a number >= 0")
+    if not 0 <= spike_limit < math.inf:
+        raise _err(path, "study.spike_limit", spike_limit, "must be a number >= 0")
+    spike_metric = _get(st, "spike_metric", path, str, "severity",
+                        f"must be one of {SPIKE_METRICS}")
+    if spike_metric not in SPIKE_METRICS:
+        raise _err(path, "study.spike_metric", spike_metric,
+                   f"must be one of {', '.join(SPIKE_METRICS)}")
+    sampler = _get(st, "sampler", path, str, "tpe", "")
+    if sampler not in SAMPLERS:
+        raise _err(path, "study.sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")
+    pruner = _get(st, "pruner", path, str, "none" if objective == "multi" else
+                  "patient_hyperband", "")
+    if pruner not in PRUNERS:
+        raise _err(path, "study.pruner", pruner, f"must be one of {', '.join(PRUNERS)}")
+    if objective == "multi" and pruner != "none":
+        raise _err(path, "study.pruner", pruner,
+                   'must be "none" with objective = "multi" (Optuna cannot prune '
+                   "multi-objective studies)")
+    storage = _get(st, "storage", path, str, "", "must be an Optuna storage URL")
+
+    base = flatten(raw.get("config", {}))
+    for text in overrides or []:
+        keys, value = cfgmod.parse_override(text)
+        key = ".".join(keys)
+        if key in cfgmod.BUDGET_KEYS:  # a budget on the command line replaces the file's
+            for other in cfgmod.BUDGET_KEYS:
+                base.pop(other, None)
+        base[key] = value
+    try:
+        base_cfg = resolve_config(base)
+    except UserError as e:
+        raise UserError(f"{path}: config: {e}") from None
+
+    space_raw = raw.get("space", {})
+    if not isinstance(space_raw, dict):
+        raise _err(path, "space", space_raw, "must be a table")
+    # Space keys are quoted dotted names ("optim.clip"), one dimension each.
+    space = [_parse_param(path, k, v) for k, v in space_raw.items()]
+    # Both ends of every range (and every choice) must make a valid config.
+    for p in space:
+        probes = list(p.choices) if p.choices is not None else [
+            int(p.low) if p.integer else p.low, int(p.high) if p.integer else p.high]
+        for value in probes:
+            try:
+                resolve_config(base, {p.key: value})
+            except UserError as e:
+                raise UserError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
+
+    _check_one_budget(path, base, space, {})  # the space first: it shapes the arms
+    comparison = raw.get("comparison", {})
+    arms = _parse_comparison(path, comparison, base, base_cfg, space)
+    _check_one_budget(path, base, space, arms)
+    return SweepSpec(
+        path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
+        target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
+        sampler=sampler, pruner=pruner, storage=storage, base=base, space=space, arms=arms,
+        steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
+        notes=str(st.get("notes", "")),
+        default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,
+    )
+
+
+def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
+                      arms: dict[str, dict[str, Any]]) -> None:
+    """Every trial must run the same number of steps: scores (steps to target, a miss's
+    budget, events per 1,000 steps) and the pruner count steps against ``spec.steps``."""
+    where = {p.key: f"space.{json.dumps(p.key)}" for p in space}
+    for arm, values in arms.items():
+        for key in values:
+            if key not in where and values[key] != base.get(key):
+                where[key] = f"comparison arm {json.dumps(arm)}: {key}"
+    for key in cfgmod.BUDGET_KEYS:
+        if key in where:
+            raise UserError(f"{path}: {where[key]}: varies {key} across trials; every trial "
+                              "must have the same budget (set it in [config])")
+    if base.get("train.tokens") is not None:
+        for key in ("data.batch_size", "data.seq_len"):
+            if key in where:
+                raise UserError(
+                    f"{path}: {where[key]}: varies {key} with train.tokens = "
+                    f"{base['train.tokens']}, so trials would get different step budgets; "
+                    "set train.steps instead")
+
+
+def _config_value(cfg: cfgmod.Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
+    """"off" for an off-able dimension means None, as in a config (e.g. no clipping); for
+    any other key (curriculum.kind = "off") it stays a plain value."""
+    offable = {p.key for p in space if p.off}
+    return {k: None if k in offable and isinstance(v, str) and v.lower() == "off" else v
+            for k, v in values.items()}
+
+
+def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, Any]]:
+    """Arms of the designed comparison, each a full assignment of the space's keys.
+
+    Every study has at least two: the plain baseline and the combined recipe. The baseline
+    fills every space key it does not name from the base config (no ``[comparison]`` table:
+    the base config itself); every other arm is the baseline plus its own changes, so arms
+    differ from the baseline only where they say. The recipe comes last; a file that
+    declares none gets :data:`ARTICLE_RECIPE`, whose keys outside the search space are plain
+    config overrides of that arm.
+    """
+    if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
+        raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
+                   "allowed keys: baseline, recipe, arms")
+    for key in ("baseline", "recipe"):
+        if key in table and not isinstance(table[key], dict):
+            raise _err(path, f"comparison.{key}", table[key], "must be a table")
+    baseline = _offs(flatten(table.get("baseline", {})), space)
+    for p in space:
+        baseline.setdefault(p.key, _config_value(base_cfg, p.key))
+    arms_table = table.get("arms", {})
+    if not isinstance(arms_table, dict):
+        raise _err(path, "comparison.arms", arms_table, "must be a table of arms")
+    for reserved in ("baseline", "recipe"):
+        if reserved in arms_table:
+            raise _err(path, f"comparison.arms.{reserved}", arms_table[reserved],
+                       f"{reserved!r} is declared as [comparison] {reserved}, not as an arm")
+    named = {"baseline": {}, **arms_table}
+    named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
+    arms: dict[str, dict[str, Any]] = {}
+    for arm, changes in named.items():
+        if not isinstance(changes, dict):
+            raise _err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
+        flat = {**baseline, **_offs(flatten(changes), space)}
+        where = "comparison." + ("baseline" if arm == "baseline" else
+                                 "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
+        if arm == "recipe" and "recipe" not in table:
+            where += " (the article's recipe, run when the file declares none)"
+        try:
+            resolve_config(base, flat)
+        except UserError as e:
+            raise UserError(f"{path}: {where}: {e}") from None
+        for p in space:
+            if not p.contains(flat[p.key]):
+                raise _err(path, f"{where}.{p.key}", flat[p.key],
+                           f"outside the search space ({p.describe()})")
+        arms[arm] = flat
+    return arms
+

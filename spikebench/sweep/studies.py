@@ -1,0 +1,237 @@
+"""Optuna studies of a sweep: storages, creation, the enqueued plan, and recovery.
+
+The study's user attributes hold the resolved sweep (``spec``) and the number of trials the
+sweep wants (``target_trials``), so ``spikebench worker`` on another server and
+``spikebench report`` need nothing but the storage URL and the study name. Storage URLs are
+never stored, and printed only through :func:`mask_url`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from spikebench import __version__
+from spikebench.errors import UserError
+from spikebench.sweep.spec import CLIP_ON, Param, SweepSpec
+
+DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def mask_url(url: str) -> str:
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``; also without a
+    scheme (``u:secret@h/db``, a typo that must not print the password either)."""
+    return re.sub(r"^((?:[\w+.-]+://)?[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def default_storage(study_dir: Path) -> str:
+    return f"sqlite:///{study_dir.resolve() / 'study.db'}"
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite:")
+
+
+def _with_driver(url: str) -> str:
+    """``postgresql://`` names no driver, and SQLAlchemy's default changed (psycopg2 in 1.x
+    and 2.0, psycopg 3 in 2.1): use whichever of the two is installed."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2"):
+        return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    if importlib.util.find_spec("psycopg"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+    """An RDB storage for ``url``; with ``heartbeat``, stale trials of dead workers are failed
+    after a grace period and retried (up to twice) by whichever worker sees them first."""
+    kwargs: dict[str, Any] = {}
+    if heartbeat:
+        kwargs = dict(heartbeat_interval=30, grace_period=120,
+                      heartbeat_stale_trial_callback=RetryStaleTrial(max_retry=2))
+    if is_sqlite(url):
+        # SQLite waits for a lock instead of failing at once; only one process writes anyway.
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(_with_driver(url), **kwargs)
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy/driver errors vary by backend
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--storage {mask_url(url)}: cannot open ({first})") from None
+
+
+def make_sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
+    """Seeded samplers. Single-objective constraints reach TPE and NSGA-II through
+    ``Trial.set_constraint`` (Optuna 5), set before each trial is told."""
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=0)
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=0, multivariate=True, group=True)
+
+
+def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    if spec.pruner == "none" or spec.objective == "multi":
+        return optuna.pruners.NopPruner()
+    if spec.pruner == "median":
+        return optuna.pruners.MedianPruner(n_warmup_steps=spec.eval_every)
+    # Patient around Hyperband: a trial must fail to improve for two evaluations in a row
+    # before Hyperband may stop it, so one spike does not kill a trial that would recover.
+    inner = optuna.pruners.HyperbandPruner(min_resource=spec.eval_every,
+                                           max_resource=spec.steps, reduction_factor=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.PatientPruner(inner, patience=2)
+
+
+def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
+    directions = ["minimize", "minimize"] if spec.objective == "multi" else ["minimize"]
+    study = optuna.create_study(storage=storage, study_name=spec.name, load_if_exists=True,
+                                directions=directions, sampler=make_sampler(spec),
+                                pruner=make_pruner(spec))
+    if [d.name.lower() for d in study.directions] != directions:
+        raise UserError(f"study {spec.name!r}: exists with {len(study.directions)} "
+                          f"objective(s); study.objective = {spec.objective!r} needs "
+                          f"{len(directions)} (use another study.name)")
+    old = study.user_attrs.get("spec")
+    if old is not None:
+        # Through SweepSpec, so a field added since the study was created takes its default.
+        try:
+            old = SweepSpec.from_dict(old).to_dict()
+        except TypeError:
+            pass  # written by a newer spikebench: compared as stored (and so refused)
+    if old is not None and _comparable(old) != _comparable(spec.to_dict()):
+        raise UserError(f"study {spec.name!r}: exists with a different sweep definition; "
+                          "resume with the same file and --set values, or use another "
+                          "study.name")
+    if old is None:
+        study.set_user_attr("spec", spec.to_dict())
+        study.set_user_attr("spikebench_version", __version__)
+    study.set_user_attr("target_trials", len(spec.arms) + spec.trials)
+    return study
+
+
+def _comparable(spec: dict) -> dict:
+    # The trial count may grow between runs of the same sweep; storage and path may move.
+    # Through JSON, as the stored copy went: tuples (choices) come back as lists.
+    return json.loads(json.dumps(
+        {k: v for k, v in spec.items() if k not in ("trials", "storage", "path")}))
+
+
+def load_spec(study: optuna.Study) -> SweepSpec:
+    data = study.user_attrs.get("spec")
+    if data is None:
+        raise UserError(f"study {study.study_name!r}: not a spikebench study (no sweep "
+                          "definition in its user attributes)")
+    return SweepSpec.from_dict(data)
+
+
+def enqueue_plan(study: optuna.Study, spec: SweepSpec) -> int:
+    """Enqueue the designed comparison's arms x seeds once; returns how many were added.
+
+    Arms already in the study (in any state) are not enqueued again, so a sweep killed
+    while enqueuing resumes cleanly.
+    """
+    present = {t.user_attrs.get("arm") for t in study.get_trials(deepcopy=False)}
+    added = 0
+    for arm, values in spec.arms.items():
+        if arm in present:
+            continue
+        study.enqueue_trial(fixed_params(spec.space, values), user_attrs={"arm": arm})
+        added += 1
+    return added
+
+
+def fixed_params(space: list[Param], values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in space:
+        out.update(p.fixed(values[p.key]))
+    return out
+
+
+def suggest(trial: optuna.Trial, space: list[Param]) -> dict[str, Any]:
+    """Sample (or read the enqueued values of) every dimension; returns config overrides."""
+    out: dict[str, Any] = {}
+    for p in space:
+        if p.off and not trial.suggest_categorical(p.key + CLIP_ON, [True, False]):
+            out[p.key] = None
+        elif p.choices is not None:
+            out[p.key] = trial.suggest_categorical(p.key, list(p.choices))
+        elif p.integer:
+            out[p.key] = trial.suggest_int(p.key, int(p.low), int(p.high), log=p.log)
+        else:
+            out[p.key] = trial.suggest_float(p.key, p.low, p.high, log=p.log)
+    return out
+
+
+def recover_interrupted(study: optuna.Study, spec: SweepSpec, owner: str | None = None) -> int:
+    """Fail trials a dead driver left RUNNING and enqueue them again with the same params.
+
+    ``owner`` None: every RUNNING trial (a storage this driver alone uses: the default
+    SQLite file, guarded by the lock file). Else only the RUNNING trials whose ``driver``
+    user attribute is ``owner``: on a shared storage, the trials of this results folder's
+    previous driver (dead, since this one holds the lock), never another server's.
+    """
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if owner is None or t.user_attrs.get("driver") == owner]
+    interrupted = set(study.user_attrs.get("interrupted", []))
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+        interrupted.add(t.number)
+        requeue(study, spec, t)
+    if stale:
+        study.set_user_attr("interrupted", sorted(interrupted))
+    return len(stale)
+
+
+def requeue(study: optuna.Study, spec: SweepSpec, t: optuna.trial.FrozenTrial) -> None:
+    """Enqueue a retry of trial ``t``, marked ``retry_of`` (so ``t`` no longer counts).
+
+    An arm is pinned by its definition (the trial may have died before its params were
+    suggested, and then a sampler would pick the retry's values); a search trial is retried
+    with the params it had.
+    """
+    arm = t.user_attrs.get("arm")
+    params = fixed_params(spec.space, spec.arms[arm]) if arm in spec.arms else t.params
+    attrs = {"arm": arm} if arm else {}
+    study.enqueue_trial(params, user_attrs={**attrs, "retry_of": t.number,
+                                            "retries": t.user_attrs.get("retries", 0) + 1})
+
+
+class RetryStaleTrial:
+    """Heartbeat callback: a trial whose worker died is retried like an interrupted one
+    (:func:`requeue`), at most ``max_retry`` times along one chain of retries; after that
+    the failure stands and counts as a finished (crashed) trial."""
+
+    def __init__(self, max_retry: int = 2):
+        self.max_retry = max_retry
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.user_attrs.get("retries", 0) < self.max_retry:
+            requeue(study, load_spec(study), trial)
+
+
+def count_done(study: optuna.Study, trials: list | None = None) -> int:
+    """Finished trials that count toward the target: complete, pruned, or failed for a
+    reason of their own (crashed), but not those interrupted by a killed driver."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
+    retried = set(study.user_attrs.get("interrupted", []))
+    retried |= {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    for t in trials:  # retries by Optuna's own callback, as earlier versions used
+        retried.update(t.system_attrs.get("retry_history", ()))
+    return sum(t.state in DONE_STATES
+               or (t.state == TrialState.FAIL and t.number not in retried)
+               for t in trials)

@@ -1,0 +1,119 @@
+"""One sweep trial: its seeds trained in a fresh process, scored, and recorded on the trial.
+
+The process (:mod:`.runner`) is pinned to a slot; while its first seed trains it streams
+validation losses back for the pruner. A crash or an out-of-memory kill is an ``Outcome``
+in state FAIL with the error, never an exception out of the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from spikebench import metrics as M
+from spikebench.runio import atomic_write_json
+from spikebench.scoring.trial import score_trial
+from spikebench.sweep.slots import Slot
+from spikebench.sweep.spec import SweepSpec, resolve_config
+from spikebench.sweep.studies import suggest
+
+
+@dataclass
+class Outcome:
+    state: TrialState
+    values: list[float] | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    constraints: dict[str, float] = field(default_factory=dict)
+
+
+# The trial processes running now, killed together when the sweep is interrupted.
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+
+
+def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path,
+              lock: threading.Lock | nullcontext) -> Outcome:
+    """Run one trial (all its seeds) in a fresh process and score it. Never raises for a
+    failing trial: a crash is an ``Outcome`` in state FAIL with the error in its attrs."""
+    with lock:
+        params = suggest(trial, spec.space)
+        arm = trial.user_attrs.get("arm", "search")
+    cfg = resolve_config(spec.base, spec.arms.get(arm, {}), params)
+    cfg.train.progress = False
+    cfg.train.threads = slot.threads
+    cfg.spikes.target_loss = spec.target_loss
+    if slot.name.startswith("cpu"):
+        cfg.train.device = "cpu"
+    trial_dir = trials_dir / f"{trial.number:05d}"
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(trial_dir / "trial.json", {
+        "number": trial.number, "arm": arm, "params": trial.params, "overrides": params,
+        "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict()})
+    env = {**os.environ, **slot.env, "OMP_NUM_THREADS": str(slot.threads),
+           "SPIKEBENCH_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "spikebench.sweep.runner", str(trial_dir)]
+    attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
+                             "overrides": dict(params)}
+    with open(trial_dir / "stderr.log", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        with _children_lock:
+            _children.add(proc)
+        pruned = False
+        try:
+            for line in proc.stdout:
+                if spec.objective != "single":
+                    continue  # Optuna cannot prune multi-objective studies
+                try:
+                    report = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                with lock:
+                    trial.report(report[M.VAL_LOSS], report[M.STEP])
+                    pruned = trial.should_prune()
+                if pruned:
+                    proc.kill()
+                    attrs["pruned_at_step"] = report[M.STEP]
+                    break
+            proc.wait()
+        finally:
+            with _children_lock:
+                _children.discard(proc)
+    if pruned:
+        return Outcome(TrialState.PRUNED, attrs=attrs)
+    result_path = trial_dir / "result.json"
+    if proc.returncode != 0 or not result_path.exists():
+        tail = (trial_dir / "stderr.log").read_text().strip().splitlines()
+        attrs["error"] = tail[-1] if tail else f"exit code {proc.returncode}"
+        return Outcome(TrialState.FAIL, attrs=attrs)
+    return score(json.loads(result_path.read_text()), spec, attrs)
+
+
+def score(result: dict[str, Any], spec: SweepSpec, attrs: dict[str, Any]) -> Outcome:
+    values, scored, limits = score_trial(
+        result["seeds"], steps=spec.steps, target=spec.target_loss,
+        spike_metric=spec.spike_metric, objective=spec.objective, spike_limit=spec.spike_limit)
+    return Outcome(TrialState.COMPLETE, values, {**attrs, **scored}, limits)
+
+
+def record(trial: optuna.Trial, out: Outcome) -> None:
+    """Put an outcome's attributes and constraints on its trial (before it is told)."""
+    for k, v in out.attrs.items():
+        trial.set_user_attr(k, v)
+    for k, v in out.constraints.items():
+        trial.set_constraint(k, v)
+
+
+def kill_children() -> None:
+    with _children_lock:
+        for p in list(_children):
+            p.kill()

@@ -1,0 +1,227 @@
+"""One pretraining trial, every stability strategy a config switch. Read it top to bottom.
+
+The hot loop never reads a value back from the device: :func:`train_step` returns device
+tensors, and :class:`~spikebench.train.buffer.MetricsBuffer` reads a log interval back in
+one sync. A non-finite loss or grad norm is caught *before* the optimizer step without a
+sync: the fused AdamW step takes a ``found_inf`` tensor (the contract GradScaler uses) and
+skips the update on the device; the trial ends ``diverged`` at the next read-back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spikebench import metrics as M
+from spikebench.config import Config
+from spikebench.data.batches import BatchStream
+from spikebench.data.corpus import load_corpus
+from spikebench.data.faults import injections, lr_shock_steps
+from spikebench.data.seeds import derive_seed
+from spikebench.model import build_model, probe
+from spikebench.precision import Precision, loss_scale_tensor, make_precision
+from spikebench.runio import atomic_write_json, environment, new_run_dir
+from spikebench.scoring.run import summarize
+from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.train.buffer import MetricsBuffer
+from spikebench.train.optim import make_optimizer, update_ratio
+from spikebench.train.schedule import lr_at
+from spikebench.train.setup import resolve_device
+from spikebench.train.sinks import JsonlSink, Sink
+
+
+@dataclass
+class StepOutput:
+    """One step's results, all device tensors (nothing here has synced)."""
+
+    loss: torch.Tensor  # mean over the micro-batches
+    grad_norm: torch.Tensor  # pre-clip global norm
+    bad: torch.Tensor  # bool: the update was skipped as non-finite (divergence)
+    loss_scale: torch.Tensor | None = None  # fp16 with scaling only
+    overflow: torch.Tensor | None = None  # bool: the scaler skipped this step (fp16)
+    update_ratio: torch.Tensor | None = None  # when probed
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[torch.Tensor],
+               x: torch.Tensor, y: torch.Tensor, *, precision: Precision, grad_accum: int,
+               clip: float, probe_update: bool = False) -> StepOutput:
+    """Forward and backward over ``grad_accum`` micro-batches, unscale, clip, step."""
+    scaler = precision.scaler
+    loss_sum = torch.zeros((), device=x.device)
+    for xm, ym in zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True):
+        with precision.autocast():
+            _, loss = model(xm, ym)
+        loss = loss / grad_accum
+        (scaler.scale(loss) if scaler else loss).backward()
+        loss_sum += loss.detach()
+
+    if scaler:
+        scaler.unscale_(opt)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+    # With a scaler, non-finite grads are fp16 overflow: the scaler skips the step and lowers
+    # the scale (counted, not fatal). Only a non-finite loss means divergence then.
+    bad = ~torch.isfinite(loss_sum) if scaler else ~(
+        torch.isfinite(loss_sum) & torch.isfinite(grad_norm))
+
+    before = [p.detach().clone() for p in params] if probe_update else None
+    out = StepOutput(loss_sum, grad_norm, bad)
+    if scaler:
+        scale_before = loss_scale_tensor(scaler).clone()
+        scaler.step(opt)
+        scaler.update()
+        out.loss_scale = loss_scale_tensor(scaler)
+        out.overflow = out.loss_scale < scale_before
+    else:
+        opt.grad_scale, opt.found_inf = None, bad.float()
+        opt.step()
+        del opt.grad_scale, opt.found_inf
+    opt.zero_grad(set_to_none=True)
+    if before is not None:
+        out.update_ratio = update_ratio(params, before)
+    return out
+
+
+@torch.no_grad()
+def evaluate(model, batches, precision) -> torch.Tensor:
+    model.eval()
+    total = torch.zeros((), device=batches[0][0].device)
+    for x, y in batches:
+        with precision.autocast():
+            _, loss = model(x, y)
+        total += loss.float()
+    model.train()
+    return total / len(batches)
+
+
+def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] = ()) -> dict:
+    """Run one trial; write ``config.json``, ``meta.json``, ``metrics.jsonl``, ``summary.json``.
+
+    Everything that can be refused (device, corpus, model class) is resolved before the run
+    folder is created, so a bad config leaves nothing behind. Returns the summary dict.
+    """
+    t = cfg.train
+    device = resolve_device(t.device)
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    corpus = load_corpus(cfg)
+    stream = BatchStream(corpus, cfg, device)
+    torch.manual_seed(derive_seed(t.seed, "init"))
+    model = build_model(cfg.model).to(device)
+    torch.manual_seed(derive_seed(t.seed, "dropout"))
+    precision = make_precision(cfg.precision, device)
+    opt = make_optimizer(model, cfg)
+    params = [p for p in model.parameters() if p.requires_grad]
+    clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
+    val_batches = stream.val_batches()
+    shocked = lr_shock_steps(cfg)
+
+    run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / "config.json", cfg.to_dict())
+    meta = {
+        "environment": environment(device),
+        "precision": precision.label,
+        "precision_impl": precision.impl,
+        "n_params": sum(p.numel() for p in params),
+        "corpus": corpus.meta,
+        "injections": injections(cfg, stream.faults, corpus.meta["contamination"]),
+    }
+    atomic_write_json(run_dir / "meta.json", meta)
+    sinks = [JsonlSink(run_dir / "metrics.jsonl"), *sinks]
+    for s in sinks:
+        s.start({**meta, "run_dir": str(run_dir)})
+    # The online spike monitor: O(1) per step, fed host floats at each read-back.
+    monitor = SpikeMonitor(cfg.spikes.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=cfg.spikes.gap)
+    history: list[dict[str, Any]] = []  # every record, for the scores at the end
+
+    def emit(records: list[dict[str, Any]]) -> None:
+        for rec in records:
+            monitor.update(rec[M.STEP], rec)
+            for s in sinks:
+                s.write(rec)
+        history.extend(records)
+
+    buffer = MetricsBuffer(device)
+    skipped = torch.zeros((), dtype=torch.long, device=device)
+    val_history: list[tuple[int, float]] = []
+
+    def run_eval(step: int) -> float:
+        start = time.perf_counter()
+        val = float(evaluate(model, val_batches, precision))
+        val_history.append((step, val))
+        buffer.pause(time.perf_counter() - start)
+        return val
+
+    emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
+    model.train()
+    tokens, step, status, diverged_step = 0, 0, "completed", None
+    for step in range(1, t.steps + 1):
+        i = step - 1  # 0-based index for schedules and data
+        lr = lr_at(i, cfg, shocked)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = stream.batch(i)
+        probing = step % t.probe_every == 0
+        out = train_step(model, opt, params, x, y, precision=precision,
+                         grad_accum=cfg.optim.grad_accum, clip=clip, probe_update=probing)
+        tokens += x.numel()
+
+        rec: dict[str, Any] = {M.STEP: step, M.TRAIN_LOSS: out.loss,
+                               M.GRAD_NORM: out.grad_norm, M.LR: lr, M.TOKENS: tokens,
+                               M.SEQ_LEN: x.shape[1]}
+        if i in stream.fault_steps:
+            rec[M.INJECTED] = 1
+        if out.loss_scale is not None:
+            skipped += out.overflow.long()
+            rec[M.LOSS_SCALE] = out.loss_scale.clone()
+            rec[M.SKIPPED_STEPS] = skipped.clone()
+        else:
+            rec[M.LOSS_SCALE] = 1.0  # every mode logs one, so logs share their keys
+        if probing:
+            rec[M.UPDATE_RATIO] = out.update_ratio
+            rec.update(probe(model, val_batches[0][0]))
+        buffer.add(rec, out.bad)
+
+        evaluating = step % t.eval_every == 0 or step == t.steps
+        if step % t.log_every == 0 or evaluating:
+            records, diverged_step = buffer.flush(tokens)
+            if diverged_step is None and evaluating:
+                records[-1][M.VAL_LOSS] = run_eval(step)
+            emit(records)
+            if diverged_step is not None:
+                status = "diverged"
+                tokens = records[-1][M.TOKENS]  # as of the bad step, not the interval
+                break
+
+    seconds = buffer.elapsed()
+    monitor.finish()
+    vals = [v for _, v in val_history if math.isfinite(v)]
+    summary = {
+        "status": status,
+        "steps": diverged_step if diverged_step is not None else step,
+        "tokens": tokens,
+        "seconds": seconds,
+        "diverged_step": diverged_step,
+        "initial_val_loss": val_history[0][1],
+        "final_val_loss": val_history[-1][1] if status == "completed" else None,
+        "best_val_loss": min(vals) if vals else None,
+        "skipped_steps": int(skipped),
+        "precision": precision.label,
+        "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in val_history],
+    }
+    for s in sinks:
+        s.close(summary)
+    # Scores are pure functions of the records (the same code as `spikebench spikes`), with
+    # the events the online monitor found.
+    summary["spikes"] = summarize(
+        history, rule=cfg.spikes.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
+        target=cfg.spikes.target_loss, diverged_step=diverged_step, events=monitor.events,
+        gap=cfg.spikes.gap)
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary

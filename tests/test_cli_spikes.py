@@ -1,0 +1,123 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spikebench.cli import build_parser, cmd_spikes, main
+from spikebench.spikes.synthetic import generate
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("logs")
+    lg = generate(3, 3000, early_jump=True)
+    lg.to_frame().to_csv(d / "run.csv", index=False)
+    with (d / "metrics.jsonl").open("w") as f:
+        for r in lg.records():
+            f.write(json.dumps(r) + "\n")
+            if r["step"] % 500 == 0:
+                f.write(json.dumps({"step": r["step"], "val/loss": 3.0}) + "\n")
+    lg.to_frame()[["step", "loss"]].rename(columns={"step": "Step"}).to_csv(d / "noggrad.csv", index=False)
+    return d, lg
+
+
+def run_json(capsys, *argv):
+    assert main(["spikes", *argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    return json.loads(out), err
+
+
+def test_json_output_schema(capsys, logs):
+    d, lg = logs
+    res, err = run_json(capsys, str(d / "run.csv"))
+    assert set(res) == {"steps", "events", "spike_score"} and res["steps"] == 3000
+    assert set(res["spike_score"]) == {"loss", "grad_norm"}
+    for e in res["events"]:
+        assert set(e) == {"onset", "peak", "metric", "height_sigma", "recovery_steps", "height"}
+        assert e["metric"] in ("loss", "grad_norm")
+        assert isinstance(e["height"], float) and e["height"] > 0  # metric units, upward
+    early = lg.spikes[0]
+    assert any(e["onset"] == early.onset and e["metric"] == "loss" for e in res["events"])
+    res2, _ = run_json(capsys, str(d / "metrics.jsonl"))
+    assert res2 == res  # same data, same monitor, whatever the format
+
+
+def test_early_jump_has_height_in_nats_without_sigma(capsys, tmp_path):
+    # A 3.5-nat jump at step 2: fewer than 4 values before it, so no noise scale and
+    # height_sigma is null, but the height in the metric's units is still reported.
+    rng = np.random.default_rng(0)
+    loss = [5.55, 5.50, 9.0, 8.0, 7.0, 6.0] + list(5.4 - 0.001 * np.arange(60)
+                                                    + rng.normal(0, 0.01, 60))
+    f = tmp_path / "early.csv"
+    f.write_text("step,loss\n" + "".join(f"{i},{x}\n" for i, x in enumerate(loss)))
+    res, _ = run_json(capsys, str(f))
+    (ev,) = res["events"]
+    assert (ev["onset"], ev["peak"], ev["metric"]) == (2, 2, "loss")
+    assert ev["height_sigma"] is None
+    assert ev["height"] == pytest.approx(9.0 - (5.55 + 5.50) / 2)  # peak - median level
+    assert main(["spikes", str(f)]) == 0
+    out = capsys.readouterr().out
+    header, _, row = out.splitlines()[1:4]
+    assert header.split()[:5] == ["onset", "peak", "metric", "height", "height"]
+    assert row.split()[:5] == ["2", "2", "loss", "3.47", "-"]
+
+
+def test_no_grad_column_gives_null(capsys, logs):
+    d, _ = logs
+    res, _ = run_json(capsys, str(d / "noggrad.csv"))
+    assert res["spike_score"]["grad_norm"] is None
+    assert all(e["metric"] == "loss" for e in res["events"])
+
+
+def test_table_detector_and_plot(capsys, logs, tmp_path):
+    d, _ = logs
+    png = tmp_path / "out.png"
+    assert main(["spikes", str(d / "run.csv"), "--detector", "zscore", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "onset" in out and "spike score" in out and "zscore" in out
+    assert png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["missing.csv"], "missing.csv"),
+        (["{csv}", "--metric", "nope"], "'nope'"),
+        (["{csv}", "--detector", "bogus"], "bogus"),
+        (["{bad}"], "'abc'"),
+        (["{empty}"], "empty"),
+        ([], "file"),
+    ],
+)
+def test_errors_one_line_exit_2(capsys, logs, tmp_path, argv, needle):
+    d, _ = logs
+    (tmp_path / "bad.csv").write_text("step,loss\n0,1\n1,abc\n")
+    (tmp_path / "empty.csv").write_text("")
+    argv = [a.format(csv=d / "run.csv", bad=tmp_path / "bad.csv", empty=tmp_path / "empty.csv")
+            for a in argv]
+    assert main(["spikes", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("spikebench spikes: error:") and needle in err
+
+
+def test_add_parser_wires_run():
+    args = build_parser().parse_args(["spikes", "x.csv", "--json", "--detector", "olmo"])
+    assert args.func is cmd_spikes and args.detector == "olmo" and args.json
+
+
+def test_subprocess_json_only_on_stdout(logs):
+    d, _ = logs
+    p = subprocess.run(
+        [sys.executable, "-m", "spikebench", "spikes", str(d / "metrics.jsonl"), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    json.loads(p.stdout)
+    bad = subprocess.run(
+        [sys.executable, "-m", "spikebench", "spikes", str(d / "nope.jsonl")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stdout == ""
