@@ -1,0 +1,40 @@
+"""Typed, nested run configuration: TOML files, model presets and dotted overrides.
+
+Resolution order, later wins: dataclass defaults < model preset (``models/<name>.toml``) <
+the config file < ``--set key=value`` overrides. Unknown keys, wrong types and out-of-range
+values raise :class:`~spikebench.errors.UserError` with one line naming the key, the value
+and what is allowed, before anything runs.
+"""
+
+from spikebench.config.build import build
+from spikebench.config.load import (
+    BUDGET_KEYS,
+    PACKAGE_ROOT,
+    REPO_ROOT,
+    from_dict,
+    load,
+    load_toml,
+    parse_override,
+    resolve,
+    resolve_flat,
+)
+from spikebench.config.schema import (
+    Config,
+    CurriculumConfig,
+    DataConfig,
+    FaultConfig,
+    ModelConfig,
+    OptimConfig,
+    PrecisionConfig,
+    RunConfig,
+    ScheduleConfig,
+    SpikeConfig,
+    TrainConfig,
+)
+
+__all__ = [
+    "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "Config", "CurriculumConfig", "DataConfig",
+    "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "RunConfig",
+    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "from_dict", "load", "load_toml",
+    "parse_override", "resolve", "resolve_flat",
+]

@@ -1,0 +1,93 @@
+"""Building the typed configs from plain dicts: coercion, ranges, one-line errors.
+
+A key the schema does not have, a value of the wrong type, NaN or infinity, or a value
+outside its range raises :class:`~spikebench.errors.UserError` naming the dotted key, the
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Literal
+
+from spikebench.errors import UserError
+
+_OFF = ("off", "none", "null")
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        parts = [_describe(a) for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(parts) + ' or "off"'
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, str(tp)
+    )
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if type(None) in args and (value is None or str(value).lower() in _OFF):
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(key, value, inner[0]) if len(inner) == 1 else value
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
+        return value
+    ok = (
+        (tp is bool and isinstance(value, bool))
+        or (tp is int and isinstance(value, int) and not isinstance(value, bool))
+        or (tp is float and isinstance(value, int | float) and not isinstance(value, bool))
+        or (tp is str and isinstance(value, str))
+    )
+    if not ok:
+        raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
+    if tp is float and not math.isfinite(value):  # NaN slips past every range comparison
+        raise UserError(f"{key} = {value!r}: must be a finite number")
+    return float(value) if tp is float else value
+
+
+def _check_range(key: str, value: Any, meta: dict, optional: bool = False) -> None:
+    if value is None or "range" not in meta:
+        return
+    lo, hi, lo_open, hi_open = meta["range"]
+    bad = (lo is not None and (value <= lo if lo_open else value < lo)) or (
+        hi is not None and (value >= hi if hi_open else value > hi)
+    )
+    if bad:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf" if hi is None else f"{hi:g}"
+        off = ' or "off"' if optional else ""
+        raise UserError(f"{key} = {value!r}: must be in {left}{lo_s}, {hi_s}{right}{off}")
+
+
+def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a nested dict, rejecting unknown keys and bad values."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if not isinstance(data, dict):
+        raise UserError(f"{prefix.rstrip('.') or 'config'} = {data!r}: must be a table")
+    kwargs = {}
+    for key, value in data.items():
+        name = prefix + key
+        if key not in fields:
+            allowed = ", ".join(fields)
+            raise UserError(f"unknown key {name!r} (allowed here: {allowed})")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = build(tp, value, name + ".")
+        else:
+            kwargs[key] = _coerce(name, value, tp)
+            optional = type(None) in typing.get_args(tp)
+            _check_range(name, kwargs[key], fields[key].metadata, optional)
+    return cls(**kwargs)

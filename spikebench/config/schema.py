@@ -1,0 +1,196 @@
+"""The run configuration's typed schema: one dataclass per concern, ranges in field metadata.
+
+Every field's allowed range sits beside its default (``_rng``), so :mod:`.build` refuses a
+bad value with the same bounds the code was written for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from spikebench.errors import UserError
+
+
+def _rng(lo: float | None = None, hi: float | None = None, *, lo_open=False, hi_open=False):
+    return {"range": (lo, hi, lo_open, hi_open)}
+
+
+@dataclass
+class ModelConfig:
+    preset: str = "gpt-tiny"
+    # `package.module:Class`; the class is built as Class(model_config) and its forward
+    # takes (idx, targets) and returns (logits, loss).
+    cls: str = "spikebench.model:GPT"
+    n_layer: int = field(default=2, metadata=_rng(1))
+    n_head: int = field(default=2, metadata=_rng(1))
+    n_embd: int = field(default=64, metadata=_rng(1))
+    block_size: int = field(default=128, metadata=_rng(2))
+    vocab_size: int = field(default=256, metadata=_rng(2))
+    dropout: float = field(default=0.0, metadata=_rng(0.0, 1.0, hi_open=True))
+    bias: bool = False
+    qk_norm: bool = False
+    # Coefficient of the output log-partition penalty z_loss * mean(logsumexp(logits)**2).
+    z_loss: float = field(default=0.0, metadata=_rng(0.0))
+    init: Literal["normal", "depth_scaled"] = "normal"
+    init_std: float = field(default=0.02, metadata=_rng(0.0, lo_open=True))
+
+    def check(self) -> None:
+        if self.n_embd % self.n_head:
+            raise UserError(
+                f"model.n_embd = {self.n_embd}: must be divisible by model.n_head = {self.n_head}"
+            )
+
+
+@dataclass
+class DataConfig:
+    # "stdlib" (the embedded corpus), a text/.jsonl file or folder, or a nanoGPT .bin memmap.
+    corpus: str = "stdlib"
+    text_field: str = "text"
+    # Cap on the bytes read from a text corpus (the stdlib is ~30 MB; a few MB is plenty).
+    max_bytes: int = field(default=4_000_000, metadata=_rng(1024))
+    val_fraction: float = field(default=0.05, metadata=_rng(0.0, 0.5, lo_open=True))
+    seq_len: int = field(default=128, metadata=_rng(2))
+    batch_size: int = field(default=16, metadata=_rng(1))
+
+
+@dataclass
+class OptimConfig:
+    lr: float = field(default=3e-3, metadata=_rng(0.0, lo_open=True))
+    beta1: float = field(default=0.9, metadata=_rng(0.0, 1.0, hi_open=True))
+    beta2: float = field(default=0.95, metadata=_rng(0.0, 1.0, hi_open=True))
+    eps: float = field(default=1e-8, metadata=_rng(0.0, lo_open=True))
+    weight_decay: float = field(default=0.1, metadata=_rng(0.0))
+    wd_embeddings: bool = False
+    wd_norms: bool = False
+    # Global-norm clipping threshold; None ("off" in TOML / --set) disables it.
+    clip: float | None = field(default=None, metadata=_rng(0.0, lo_open=True))
+    grad_accum: int = field(default=1, metadata=_rng(1))
+
+
+@dataclass
+class ScheduleConfig:
+    kind: Literal["cosine", "linear", "constant"] = "cosine"
+    warmup_ratio: float = field(default=0.0, metadata=_rng(0.0, 1.0))
+    min_lr_ratio: float = field(default=0.1, metadata=_rng(0.0, 1.0))
+
+
+@dataclass
+class PrecisionConfig:
+    # fp16 uses dynamic loss scaling; fp16_noscale shows why that is needed.
+    mode: Literal["fp32", "bf16", "fp16", "fp16_noscale"] = "fp32"
+    # auto: real autocast on CUDA, emulated rounding on CPU (real half matmuls are many times
+    # slower than fp32 on most CPUs; benchmarks/precision_speed.py measures it).
+    impl: Literal["auto", "real", "emulated"] = "auto"
+    init_scale: float = field(default=2.0**16, metadata=_rng(0.0, lo_open=True))
+    # Emulated attention: "kernel" rounds the softmax probabilities as flash kernels do;
+    # "io" rounds only its inputs and output (cheaper, and more precise than the real thing).
+    emulated_attention: Literal["kernel", "io"] = "kernel"
+
+
+@dataclass
+class CurriculumConfig:
+    # seqlen: sequence-length warmup (Li et al. 2022); easy_first: low-entropy windows first.
+    kind: Literal["off", "seqlen", "easy_first", "both"] = "off"
+    # Fraction of the steps over which the curriculum ramps to the full data.
+    ratio: float = field(default=0.25, metadata=_rng(0.0, 1.0, lo_open=True))
+    seqlen_start: int = field(default=16, metadata=_rng(2))
+    # easy_first draws pool_factor x batch candidate windows and keeps the easiest.
+    pool_factor: int = field(default=4, metadata=_rng(1))
+
+
+@dataclass
+class FaultConfig:
+    # A burst of bad data in the batch stream ("stream") or planted in the corpus ("corpus").
+    burst: Literal["none", "random_bytes", "repeat", "domain"] = "none"
+    target: Literal["stream", "corpus"] = "stream"
+    at: float = field(default=0.5, metadata=_rng(0.0, 1.0))
+    length: int = field(default=20, metadata=_rng(1))
+    rows: float = field(default=1.0, metadata=_rng(0.0, 1.0, lo_open=True))
+    # corpus target: share of the training corpus replaced by contamination segments.
+    corpus_share: float = field(default=0.02, metadata=_rng(0.0, 0.5, lo_open=True))
+    segment_bytes: int = field(default=2048, metadata=_rng(16))
+    # Text of the "domain" burst; empty: generated numeric tables.
+    domain_corpus: str = ""
+    # Multiply the LR by lr_shock_factor for lr_shock_steps steps from fraction lr_shock_at.
+    lr_shock_at: float | None = field(default=None, metadata=_rng(0.0, 1.0))
+    lr_shock_factor: float = field(default=10.0, metadata=_rng(0.0, lo_open=True))
+    lr_shock_steps: int = field(default=10, metadata=_rng(1))
+
+
+@dataclass
+class TrainConfig:
+    steps: int = field(default=300, metadata=_rng(1))
+    # A budget in tokens instead of steps: steps = ceil(tokens / (batch_size * seq_len)),
+    # worked out when the config is resolved (a seq-len curriculum then sees fewer tokens).
+    tokens: int | None = field(default=None, metadata=_rng(1))
+    seed: int = field(default=0, metadata=_rng(0))
+    device: str = "auto"
+    # torch intra-op threads; 0 leaves torch's default.
+    threads: int = field(default=0, metadata=_rng(0))
+    eval_every: int = field(default=50, metadata=_rng(1))
+    eval_batches: int = field(default=4, metadata=_rng(1))
+    # Metrics stay on the device and are read back once per log_every steps.
+    log_every: int = field(default=10, metadata=_rng(1))
+    # Instability precursors (attention logits, log Z, update/weight ratio) every N steps.
+    probe_every: int = field(default=25, metadata=_rng(1))
+    progress: bool = True
+
+
+@dataclass
+class SpikeConfig:
+    # The rule the in-loop monitor and the scores use (see spikebench.spikes.rules.RULES).
+    detector: Literal["default", "zscore", "olmo", "olmo_online", "loss_ratio", "persistent"] = (
+        "default")
+    # Flagged steps with at most `gap` unflagged log rows between them form one event.
+    gap: int = field(default=5, metadata=_rng(0))
+    # Validation loss for time-to-target (AlgoPerf: first evaluation at or below it); None: off.
+    target_loss: float | None = field(default=None, metadata=_rng(0.0, lo_open=True))
+
+
+@dataclass
+class RunConfig:
+    out_dir: str = "results/runs"
+    name: str = ""
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    spikes: SpikeConfig = field(default_factory=SpikeConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def check(self) -> None:
+        self.model.check()
+        if self.data.seq_len > self.model.block_size:
+            raise UserError(
+                f"data.seq_len = {self.data.seq_len}: must be <= model.block_size = "
+                f"{self.model.block_size} (the model's context)"
+            )
+        if self.curriculum.kind in ("seqlen", "both") and (
+            self.curriculum.seqlen_start > self.data.seq_len
+        ):
+            raise UserError(
+                f"curriculum.seqlen_start = {self.curriculum.seqlen_start}: must be <= "
+                f"data.seq_len = {self.data.seq_len}"
+            )
+        if self.data.batch_size % self.optim.grad_accum:
+            raise UserError(
+                f"optim.grad_accum = {self.optim.grad_accum}: must divide data.batch_size = "
+                f"{self.data.batch_size}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
