@@ -3,6 +3,7 @@ import json
 import pytest
 
 from spikebench import config as c
+from spikebench.errors import UserError
 
 
 def test_defaults_resolve_gpt_tiny():
@@ -33,14 +34,14 @@ def test_token_budget_sets_steps():
     cfg = c.load(None, ["train.tokens=100000", "data.batch_size=8", "data.seq_len=64"])
     assert cfg.train.steps == 196  # ceil(100000 / (8 * 64))
     assert c.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(c.UserError) as e:
+    with pytest.raises(UserError) as e:
         c.load(None, ["train.tokens=100000", "train.steps=10"])
     assert "train.tokens = 100000: set one budget" in str(e.value)
     # A budget override replaces the file's budget of either kind.
     assert c.resolve({"train": {"steps": 7}}, ["train.tokens=1024"]).train.steps == 1
     cfg = c.resolve({"train": {"tokens": 10**6}}, ["train.steps=5"])
     assert (cfg.train.steps, cfg.train.tokens) == (5, None)
-    with pytest.raises(c.UserError) as e:
+    with pytest.raises(UserError) as e:
         c.load(None, ["train.tokens=0"])
     assert "train.tokens = 0: must be in [1, inf]" in str(e.value)
 
@@ -74,7 +75,7 @@ def test_int_accepted_for_float():
     ],
 )
 def test_bad_values_one_line_error(override, fragment):
-    with pytest.raises(c.UserError) as e:
+    with pytest.raises(UserError) as e:
         c.load(None, [override])
     msg = str(e.value)
     assert fragment in msg
@@ -84,9 +85,9 @@ def test_bad_values_one_line_error(override, fragment):
 def test_bad_toml_file(tmp_path):
     f = tmp_path / "bad.toml"
     f.write_text("[model\n")
-    with pytest.raises(c.UserError, match="not valid TOML"):
+    with pytest.raises(UserError, match="not valid TOML"):
         c.load(f)
-    with pytest.raises(c.UserError, match="not found"):
+    with pytest.raises(UserError, match="not found"):
         c.load(tmp_path / "missing.toml")
 
 
