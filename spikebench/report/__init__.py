@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spikebench.report.data import ReportError, load_study
+from spikebench.errors import UserError
+from spikebench.report.data import load_study
 from spikebench.report.sections import report_info
 
-__all__ = ["ReportError", "build_report"]
+__all__ = ["UserError", "build_report"]
 
 
 def build_report(results_dir: str | Path, out_dir: str | Path) -> dict[str, Path]:
@@ -23,7 +24,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path) -> dict[str, Path
     ``reports/<results folder name>``); it is created if needed. Writes ``report.md``, the
     plots it links (``<name>.png``) and ``report.html`` (plots embedded), each atomically,
     and returns their paths by name (``markdown``, ``html``, and one per plot). Raises
-    :class:`ReportError` when the folder holds no readable study.
+    :class:`UserError` when the folder holds no readable study.
     """
     from spikebench.report import plots
     from spikebench.report.html import render_html

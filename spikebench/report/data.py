@@ -1,17 +1,15 @@
-"""Loading a sweep's results folder into plain records: the study, its trials, their folders.
+"""Loading a sweep's results folder into records: the study, its sweep spec, its trials.
 
-``results/<study>/study.db`` is an Optuna SQLite storage holding one study (its name may
-differ from the folder's); the study's user attributes hold the sweep definition (``spec``),
-each trial's user attributes its arm and per-seed scores. Trial folders
-(``trials/<number:05d>/seed-<n>/``) hold the logs; they are read lazily and tolerantly,
-because a report of a half-finished or partly deleted sweep must still come out: a missing
-or unreadable file is ``None``, never an exception.
+``results/<study>/study.db`` holds one Optuna study; its user attributes hold the sweep spec,
+read back through the driver's own :class:`~spikebench.sweep.spec.SweepSpec`, so the report
+and the sweep cannot disagree on what a field means. Trial folders are read lazily and
+tolerantly: a report of a half-finished or partly deleted sweep must still come out.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import statistics
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,9 +19,9 @@ from typing import Any
 import optuna
 import pandas as pd
 
-
-class ReportError(ValueError):
-    """A results folder that cannot be reported on; the message is one line for the user."""
+from spikebench.errors import UserError
+from spikebench.sweep.spec import Param, SweepSpec
+from spikebench.values import finite
 
 
 @dataclass
@@ -51,39 +49,66 @@ class TrialRecord:
         """``{seed: per_seed[key]}``; a seed without the key maps to None."""
         return {int(s["seed"]): s.get(key) for s in self.per_seed if "seed" in s}
 
+    def by_seed(self) -> dict[int, dict[str, Any]]:
+        """Each seed's scores (``per_seed`` entry) by seed number, in recorded order."""
+        return {int(s["seed"]): s for s in self.per_seed if "seed" in s}
+
+    @property
+    def final_loss_median(self) -> float | None:
+        """Median final validation loss over the seeds that have one (None: no seed has)."""
+        finals = [s.get("final_val_loss") for s in self.per_seed
+                  if finite(s.get("final_val_loss"))]
+        return statistics.median(finals) if finals else None
+
 
 @dataclass
 class Study:
-    """A loaded study: the sweep definition and every trial, in trial-number order."""
+    """A loaded study: the sweep spec and every trial, in trial-number order.
+
+    ``spec`` is None when the study has no readable spikebench sweep spec (a plain Optuna
+    study, or one stored by a version with other fields); ``spec_problem`` then says why
+    when there was one that could not be read. The properties read as empty without a spec.
+    """
 
     name: str
     folder: Path
     storage_url: str
-    spec: dict[str, Any]
+    spec: SweepSpec | None
     directions: list[str]
     trials: list[TrialRecord]
     user_attrs: dict[str, Any] = field(default_factory=dict)
     optuna_study: optuna.Study | None = field(default=None, repr=False)
+    spec_problem: str = ""
 
     @property
     def arms(self) -> dict[str, dict[str, Any]]:
-        return dict(self.spec.get("arms") or {})
+        return dict(self.spec.arms) if self.spec else {}
 
     @property
     def seeds(self) -> list[int]:
-        return list(self.spec.get("seeds") or [])
+        return list(self.spec.seeds) if self.spec else []
 
     @property
     def steps(self) -> int:
-        return int(self.spec.get("steps") or 0)
+        return int(self.spec.steps or 0) if self.spec else 0
 
     @property
     def objective(self) -> str:
-        return self.spec.get("objective") or ("multi" if len(self.directions) > 1 else "single")
+        if self.spec and self.spec.objective:
+            return self.spec.objective
+        return "multi" if len(self.directions) > 1 else "single"
 
     @property
-    def space(self) -> list[dict[str, Any]]:
-        return list(self.spec.get("space") or [])
+    def space(self) -> list[Param]:
+        return list(self.spec.space) if self.spec else []
+
+    @property
+    def base(self) -> dict[str, Any]:
+        return dict(self.spec.base) if self.spec else {}
+
+    @property
+    def spike_metric(self) -> str:
+        return self.spec.spike_metric if self.spec else "severity"
 
     def arm_trial(self, arm: str) -> TrialRecord | None:
         """The completed trial of a comparison arm; the latest one if a retry ran it twice."""
@@ -140,27 +165,27 @@ def seed_dirs(trial: TrialRecord) -> list[Path]:
 
 def _find_storage(results_dir: Path) -> Path:
     if not results_dir.exists():
-        raise ReportError(f"{results_dir}: no such folder")
+        raise UserError(f"{results_dir}: no such folder")
     if not results_dir.is_dir():
-        raise ReportError(f"{results_dir}: not a folder (give results/<study>)")
+        raise UserError(f"{results_dir}: not a folder (give results/<study>)")
     db = results_dir / "study.db"
     if not db.is_file():
         hint = ""
         subs = sorted(p.name for p in results_dir.glob("*/study.db"))
         if subs:
             hint = f" (studies below it: {', '.join(str(results_dir / s) for s in subs[:3])})"
-        raise ReportError(f"{results_dir}: no study.db{hint}")
+        raise UserError(f"{results_dir}: no study.db{hint}")
     return db
 
 
 def _pick_study(names: list[str], folder: str, url_text: str) -> str:
     if not names:
-        raise ReportError(f"{url_text}: no study in the storage")
+        raise UserError(f"{url_text}: no study in the storage")
     if len(names) == 1:
         return names[0]
     if folder in names:
         return folder
-    raise ReportError(f"{url_text}: {len(names)} studies ({', '.join(sorted(names)[:5])}); "
+    raise UserError(f"{url_text}: {len(names)} studies ({', '.join(sorted(names)[:5])}); "
                       "expected one, or one named like the folder")
 
 
@@ -181,7 +206,7 @@ def _record(results_dir: Path, t: optuna.trial.FrozenTrial) -> TrialRecord:
     if t.datetime_start is not None and t.datetime_complete is not None:
         duration = (t.datetime_complete - t.datetime_start).total_seconds()
     values = list(t.values) if t.values is not None else None
-    if values is not None and not all(math.isfinite(v) for v in values):
+    if values is not None and not all(finite(v) for v in values):
         values = None
     return TrialRecord(
         number=t.number, state=t.state.name, arm=str(t.user_attrs.get("arm", "search")),
@@ -192,10 +217,10 @@ def _record(results_dir: Path, t: optuna.trial.FrozenTrial) -> TrialRecord:
 def load_study(results_dir: str | Path) -> Study:
     """Open ``results_dir/study.db`` and load its single study and every trial.
 
-    Raises :class:`ReportError` (one line) for a missing folder, a folder without
+    Raises :class:`UserError` (one line) for a missing folder, a folder without
     ``study.db``, a storage that cannot be opened or holds no study, several studies none
-    named like the folder, or a study with no trials. A study without a spikebench sweep
-    definition is loaded with an empty ``spec`` (sections then say what is missing).
+    named like the folder, or a study with no trials. A study without a readable spikebench
+    sweep spec is loaded with ``spec=None`` (sections then say what is missing).
     """
     results_dir = Path(results_dir)
     db = _find_storage(results_dir)
@@ -210,20 +235,30 @@ def load_study(results_dir: str | Path) -> Study:
             name = _pick_study(optuna.get_all_study_names(storage), results_dir.name, str(db))
             study = optuna.load_study(study_name=name, storage=storage)
             frozen = study.get_trials(deepcopy=False)
-    except ReportError:
+    except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - SQLAlchemy and Optuna errors vary
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ReportError(f"{db}: cannot read the Optuna storage ({first})") from None
+        raise UserError(f"{db}: cannot read the Optuna storage ({first})") from None
     if not frozen:
-        raise ReportError(f"{results_dir}: study {name!r} has no trials yet")
-    spec = study.user_attrs.get("spec")
+        raise UserError(f"{results_dir}: study {name!r} has no trials yet")
+    spec, problem = _read_spec(study.user_attrs.get("spec"))
     return Study(
-        name=name, folder=results_dir, storage_url=url,
-        spec=spec if isinstance(spec, dict) else {},
+        name=name, folder=results_dir, storage_url=url, spec=spec,
         directions=[d.name.lower() for d in study.directions],
         trials=[_record(results_dir, t) for t in sorted(frozen, key=lambda t: t.number)],
-        user_attrs=dict(study.user_attrs), optuna_study=study)
+        user_attrs=dict(study.user_attrs), optuna_study=study, spec_problem=problem)
+
+
+def _read_spec(stored: Any) -> tuple[SweepSpec | None, str]:
+    """The stored sweep spec and "", or None and why it cannot be read ("" if there is none)."""
+    if not isinstance(stored, dict) or not stored:
+        return None, ""
+    try:
+        return SweepSpec.from_dict(stored), ""
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        return None, type(e).__name__ + (f": {first}" if first else "")
 
 
 def seed_log(trial: TrialRecord, seed: int) -> dict[str, Any] | None:
@@ -236,14 +271,6 @@ def seed_log(trial: TrialRecord, seed: int) -> dict[str, Any] | None:
         return None
     return {"rows": read_jsonl(d / "metrics.jsonl"), "summary": read_json(d / "summary.json"),
             "meta": read_json(d / "meta.json")}
-
-
-def _median(xs: list[float]) -> float | None:
-    xs = sorted(x for x in xs if isinstance(x, int | float) and math.isfinite(x))
-    if not xs:
-        return None
-    h = len(xs) // 2
-    return xs[h] if len(xs) % 2 else (xs[h - 1] + xs[h]) / 2
 
 
 def trials_frame(study: Study) -> pd.DataFrame:
@@ -262,7 +289,7 @@ def trials_frame(study: Study) -> pd.DataFrame:
             "events_median": a.get("n_events_median"),
             "diverged_seeds": a.get("diverged_seeds"), "reached_seeds": a.get("reached_seeds"),
             "seeds": a.get("seeds"),
-            "final_loss_median": _median([s.get("final_val_loss") for s in t.per_seed]),
+            "final_loss_median": t.final_loss_median,
             "duration_s": t.duration_s,
             "note": a.get("error") or a.get("cause") or "",
         }

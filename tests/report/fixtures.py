@@ -3,7 +3,7 @@
 :func:`make_study` writes what a sweep writes: a real Optuna SQLite storage with the
 sweep definition in the study's user attributes, one trial per comparison arm and some
 search trials (created with ``optuna.trial.create_trial``, scored by the sweep's own
-``objectives`` functions), and minimal trial folders (``trial.json``, and per seed
+``scoring.trial`` functions), and minimal trial folders (``trial.json``, and per seed
 ``meta.json``, ``metrics.jsonl``, ``summary.json``). Outcomes per arm and seed are
 deterministic and can be given exactly through ``outcomes``.
 """
@@ -23,7 +23,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
-from spikebench import objectives
+from spikebench.scoring import trial as objectives
 
 STEPS = 100
 TARGET = 3.0

@@ -5,7 +5,7 @@ import pytest
 from fixtures import ARMS, make_study, storage_url
 
 from spikebench import report_cmd
-from spikebench.report.data import ReportError, load_study, read_jsonl, seed_log, trials_frame
+from spikebench.report.data import UserError, load_study, read_jsonl, seed_log, trials_frame
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +58,14 @@ def test_trials_frame_has_one_row_per_trial_and_prefixed_params(study_dir):
 
 
 def test_errors_are_one_line(tmp_path):
-    with pytest.raises(ReportError, match="no such folder"):
+    with pytest.raises(UserError, match="no such folder"):
         load_study(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ReportError, match="no study.db"):
+    with pytest.raises(UserError, match="no study.db"):
         load_study(tmp_path / "empty")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "study.db").write_text("not a database at all" * 100)
-    with pytest.raises(ReportError, match="cannot read the Optuna storage"):
+    with pytest.raises(UserError, match="cannot read the Optuna storage"):
         load_study(tmp_path / "junk")
 
 
@@ -75,11 +75,11 @@ def _storage(d):
 
 def test_empty_storage_and_study_without_trials(tmp_path):
     _storage(tmp_path / "nostudy")  # the schema, no study
-    with pytest.raises(ReportError, match="no study"):
+    with pytest.raises(UserError, match="no study"):
         load_study(tmp_path / "nostudy")
     url = _storage(tmp_path / "fresh")
     optuna.create_study(storage=url, study_name="fresh")
-    with pytest.raises(ReportError, match="no trials yet"):
+    with pytest.raises(UserError, match="no trials yet"):
         load_study(tmp_path / "fresh")
 
 
@@ -91,7 +91,7 @@ def test_several_studies_pick_the_folders_namesake_or_refuse(tmp_path):
         s.optimize(lambda t: 1.0, n_trials=1)
     assert load_study(tmp_path / "b").name == "b"
     shutil.copytree(tmp_path / "b", tmp_path / "c")
-    with pytest.raises(ReportError, match="2 studies"):
+    with pytest.raises(UserError, match="2 studies"):
         load_study(tmp_path / "c")
 
 
