@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test sweep report train lint clean
+.PHONY: install test mutations sweep report train lint clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest $(ARGS)
+
+# Each named mutation of the package must make its guarding tests fail (tests/mutations.py).
+mutations: install
+	$(BIN)/python tests/mutations.py $(ARGS)
 
 # The main job: run (or resume) the sweep, then write its report.
 sweep: install

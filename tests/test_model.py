@@ -25,11 +25,35 @@ def test_forward_shapes_and_initial_loss():
     assert m(x)[1] is None
 
 
-def test_tied_embeddings():
-    m = _model()
-    n_untied = sum(p.numel() for p in m.parameters()) + m.wte.weight.numel()
-    assert m.num_params() < n_untied
+def test_tied_embeddings_and_parameter_count():
+    m = _model()  # gpt-tiny: 2 layers, 64 wide, context 128, 256 bytes, no biases
+    v, t, d = 256, 128, 64
+    per_layer = d + 3 * d * d + d * d + d + 4 * d * d + 4 * d * d  # ln, qkv, proj, ln, mlp
+    assert m.num_params() == v * d + t * d + 2 * per_layer + d  # output head tied: not counted
+    # The output head is the input embedding: inputs and targets use bytes 0-9 only, yet the
+    # loss's gradient reaches the embedding rows of every other byte, through the head.
+    x = torch.randint(0, 10, (2, 8))
+    m(x, x)[1].backward()
+    assert m.wte.weight.grad[200].abs().sum() > 0
     assert not hasattr(m, "lm_head")
+
+
+@pytest.mark.parametrize("mode", ["fp32", "bf16"])
+def test_attention_is_causal(mode):
+    # Logits at positions <= t do not depend on tokens after t, in fp32 and under emulated
+    # bf16 (which computes attention itself).
+    from spikebench.precision import make_precision
+
+    torch.manual_seed(0)
+    m = _model().eval()
+    p = make_precision(c.load(None, [f"precision.mode={mode}"]).precision, "cpu")
+    x = torch.randint(0, 256, (2, 24))
+    y = x.clone()
+    y[:, 12:] = torch.randint(0, 256, (2, 12))
+    with torch.no_grad(), p.autocast():
+        a, b = m(x)[0], m(y)[0]
+    assert torch.equal(a[:, :12], b[:, :12])
+    assert not torch.allclose(a[:, 12:], b[:, 12:])
 
 
 def test_z_loss_adds_penalty():
@@ -42,6 +66,16 @@ def test_z_loss_adds_penalty():
     logits, l1 = z(x, x)
     expect = l0 + 1e-2 * torch.logsumexp(logits.float(), -1).pow(2).mean()
     assert torch.allclose(l1, expect)
+
+
+def test_qk_norm_is_applied_in_forward():
+    torch.manual_seed(0)
+    m = _model("model.qk_norm=true")
+    x = torch.randint(0, 256, (2, 16))
+    before = m(x)[0]
+    with torch.no_grad():
+        m.blocks[0].attn.q_norm.weight.mul_(3.0)  # sharper attention if q is normed in forward
+    assert not torch.allclose(m(x)[0], before)
 
 
 def test_qk_norm_and_depth_scaled_init():

@@ -32,13 +32,15 @@ def test_diverged_seed_gets_finite_worst_values():
 
 
 def test_aggregate_medians_and_values():
-    seeds = [o.seed_values(summary(steps=s, severity=v), steps=100, target=2.6)
-             for s, v in ((40, 1.0), (60, 30.0), (80, 2.0))]
+    # Every column's median differs from its mean, so a mean cannot pass for the median.
+    seeds = [o.seed_values(summary(steps=s, severity=v, n_events=n), steps=100, target=2.6)
+             for s, v, n in ((40, 1.0, 1), (50, 30.0, 4), (90, 2.0, 1))]
     agg = o.aggregate(seeds, spike_metric="severity")
-    assert agg["spikes"] == 2.0 and agg["convergence"] == 60
+    assert agg["spikes"] == 2.0 and agg["convergence"] == 50
     assert agg["reached_seeds"] == 3 and agg["diverged_seeds"] == 0
-    assert o.objective_values(agg, "multi") == [2.0, 60]
-    assert o.objective_values(agg, "single") == [60]
+    assert o.objective_values(agg, "multi") == [2.0, 50]
+    assert o.objective_values(agg, "single") == [50]
     assert o.aggregate(seeds, spike_metric="events")["spikes"] == 1
+    assert agg["n_events_median"] == 1
     c = o.constraints(agg, spike_limit=0.5)
     assert c == {"spike_events": 0.5, "diverged": 0.0}

@@ -24,6 +24,25 @@ def load(results: Path, name: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=default_storage(results / name))
 
 
+def test_a_crashing_trial_is_recorded_as_failed_and_not_retried_forever(tmp_path):
+    # An arm whose corpus vanished: its process exits non-zero. The trial is FAIL with the
+    # error's last line, the other trials run, and running the command again retries
+    # nothing (a crash counts as finished; only interrupted trials are retried).
+    comparison = ('baseline = { "optim.clip" = "off" }\n[comparison.arms]\n'
+                  '"broken" = { "data.corpus" = "' + str(tmp_path / "gone.txt") + '" }\n')
+    spec = load_sweep(write_sweep(tmp_path, trials=0, comparison=comparison))
+    out = run_sweep(spec, results=tmp_path / "r", jobs=2, log=lambda s: None)
+    assert out["done"] == out["total"] == 3
+    trials = load(tmp_path / "r", "tiny").get_trials()
+    states = {t.user_attrs["arm"]: t.state for t in trials}
+    assert states == {"baseline": TrialState.COMPLETE, "broken": TrialState.FAIL,
+                      "recipe": TrialState.COMPLETE}
+    broken = next(t for t in trials if t.user_attrs["arm"] == "broken")
+    assert "data.corpus" in broken.user_attrs["error"] and "gone.txt" in broken.user_attrs["error"]
+    again = run_sweep(spec, results=tmp_path / "r", jobs=2, log=lambda s: None)
+    assert again["done"] == 3 and len(load(tmp_path / "r", "tiny").get_trials()) == 3
+
+
 def test_four_trial_sweep(tmp_path):
     # baseline, "clip 1.0", the article's recipe (the file declares none), one search trial
     spec = load_sweep(write_sweep(tmp_path, trials=1, seeds="[0, 1]"))

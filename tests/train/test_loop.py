@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from spikebench import config as c
 from spikebench.cli import main
@@ -59,11 +60,39 @@ def test_same_seed_bit_identical(tmp_path):
     assert la != lc
 
 
-def test_clipping_bounds_update_and_logs_preclip_norm(tmp_path):
-    _, rows = run(tmp_path, "optim.clip=0.05", "optim.lr=1e-2")
-    norms = [r["optim/grad_norm"] for r in rows if "optim/grad_norm" in r]
-    # The logged norm is the pre-clip one: it exceeds the threshold.
-    assert max(norms) > 0.05
+class StepSpy:
+    """Sees every optimizer step inside train(), before it is taken: the post-clip global
+    grad norm and the LR each group will apply (a global pre-step hook, no mock)."""
+
+    def __enter__(self):
+        self.norms, self.lrs = [], []
+        self._handle = register_optimizer_step_pre_hook(self._hook)
+        return self
+
+    def _hook(self, opt, args, kwargs):
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        self.norms.append(torch.stack([g.norm() for g in grads]).norm().item())
+        self.lrs.append([g["lr"] for g in opt.param_groups])
+
+    def __exit__(self, *exc):
+        self._handle.remove()
+
+
+def losses(rows, key="train/loss"):
+    return [r[key] for r in rows if key in r]
+
+
+def test_clipping_bounds_the_applied_gradient_and_logs_the_preclip_norm(tmp_path):
+    with StepSpy() as spy:
+        _, rows = run(tmp_path, "optim.clip=0.05", "optim.lr=1e-2", name="clip")
+    assert len(spy.norms) == 30 and max(spy.norms) <= 0.05 * (1 + 1e-4)
+    logged = losses(rows, "optim/grad_norm")
+    assert min(logged) > 0.05  # the log keeps the pre-clip norm
+    with StepSpy() as off:
+        _, free = run(tmp_path, "optim.lr=1e-2", name="free")
+    assert max(off.norms) > 0.05 and off.norms[0] == pytest.approx(logged[0], rel=1e-5)
+    # Clipping at a tiny threshold changes the trajectory.
+    assert losses(rows)[5:] != pytest.approx(losses(free)[5:], rel=1e-3)
 
 
 def test_clip_grad_norm_bounds_norm():
@@ -73,6 +102,24 @@ def test_clip_grad_norm_bounds_norm():
     pre = torch.nn.utils.clip_grad_norm_([p], 1.0, foreach=True)
     assert pre.item() == pytest.approx(math.sqrt(90))
     assert p.grad.norm().item() == pytest.approx(1.0, rel=1e-4)
+
+
+def test_applied_lr_is_the_logged_lr_under_warmup_decay_and_shock(tmp_path):
+    from spikebench.train.schedule import lr_factor
+
+    over = ["optim.lr=1e-3", "schedule.warmup_ratio=0.2", "faults.lr_shock_at=0.5",
+            "faults.lr_shock_factor=10", "faults.lr_shock_steps=4"]
+    with StepSpy() as spy:
+        _, rows = run(tmp_path, *over)
+    logged = losses(rows, "optim/lr")
+    assert len(spy.lrs) == len(logged) == 30
+    for lrs, lr in zip(spy.lrs, logged, strict=True):
+        assert lrs == [lr, lr]  # both parameter groups, exactly the logged value
+    cfg = c.load(None, [*FAST, *over])
+    expect = [1e-3 * lr_factor(i, 30, cfg.schedule) * (10 if 15 <= i < 19 else 1)
+              for i in range(30)]
+    assert logged == pytest.approx(expect, rel=1e-12)
+    assert logged[15] == pytest.approx(10 * 1e-3 * lr_factor(15, 30, cfg.schedule))
 
 
 def test_warmup_schedule_in_log(tmp_path):
@@ -98,12 +145,39 @@ def test_real_autocast_selectable(tmp_path):
 
 
 def test_grad_accum_matches_full_batch(tmp_path):
-    # Same windows, split in micro-batches: the same step up to float rounding.
+    # Same windows, split in micro-batches: the same step up to float rounding, losses and
+    # the gradient (its norm) alike.
     _, a = run(tmp_path, "train.steps=5", name="a")
     _, b = run(tmp_path, "train.steps=5", "optim.grad_accum=2", name="b")
-    la = [r["train/loss"] for r in a if "train/loss" in r]
-    lb = [r["train/loss"] for r in b if "train/loss" in r]
-    assert lb == pytest.approx(la, rel=1e-4)
+    assert losses(b) == pytest.approx(losses(a), rel=1e-4)
+    na, nb = losses(a, "optim/grad_norm"), losses(b, "optim/grad_norm")
+    assert nb == pytest.approx(na, rel=1e-3)
+
+
+def test_emulated_half_precision_in_the_real_loop(tmp_path):
+    # Inside train(), bf16 rounds every linear layer's output to bf16 and the run differs
+    # from fp32 by more than rounding noise (fp32 is bit-reproducible) but stays a sane run.
+    seen = {"fp32": [], "bf16": []}
+
+    def hook(module, args, output):
+        if isinstance(module, torch.nn.Linear):
+            seen[current[0]].append(bool((output == output.bfloat16().float()).all()))
+
+    current = ["fp32"]
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        # Probes off: they are a separate fp32 forward.
+        _, fp32 = run(tmp_path, "train.steps=10", "train.probe_every=100", name="fp32")
+        current[0] = "bf16"
+        _, bf16 = run(tmp_path, "train.steps=10", "train.probe_every=100",
+                      "precision.mode=bf16", name="bf16")
+    finally:
+        handle.remove()
+    assert seen["bf16"] and all(seen["bf16"])
+    assert not any(seen["fp32"])
+    a, b = losses(fp32), losses(bf16)
+    gap = max(abs(x - y) / x for x, y in zip(a, b, strict=True))
+    assert 1e-5 < gap < 0.05
 
 
 def test_huge_lr_diverges_cleanly(tmp_path):
@@ -195,3 +269,18 @@ def test_fp16_overflow_steps_are_skipped_and_counted_not_fatal(tmp_path):
     assert min(scales) <= 2.0**35
     assert rows[-1]["optim/skipped_steps"] == summary["skipped_steps"]
     assert summary["final_val_loss"] < summary["initial_val_loss"]
+
+
+def test_default_detector_on_the_default_scenario(tmp_path):
+    # gpt-tiny as `make sweep` trains it (LR 1e-2, 300 steps, 1 thread): a clean run has no
+    # loss-spike event; the default 20-step burst of random bytes (steps 151-170) has one,
+    # at its first step. Grad-norm events are precursors and not counted.
+    over = ["optim.lr=1e-2", "train.steps=300", "train.eval_every=25", "train.threads=1",
+            "train.progress=false", f"run.out_dir={tmp_path}"]
+    clean = train(c.load(None, [*over, "run.name=clean"]))["spikes"]
+    burst = train(c.load(None, [*over, "run.name=burst", "faults.burst=random_bytes",
+                                "faults.at=0.5", "faults.length=20"]))["spikes"]
+    assert clean["n_events"] == 0
+    assert burst["n_events"] == 1
+    (event,) = [e for e in burst["events"] if e["metric"] == "train/loss"]
+    assert event["onset"] == 151 and event["injected"]

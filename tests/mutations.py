@@ -1,0 +1,132 @@
+"""Mutation check: each named mutation of the package must make its tests fail.
+
+Every mutation is a one-place edit that breaks something users trust the harness for
+(clipping, the applied LR, causal attention, the report's numbers...). The script copies the
+repository to a temporary folder, applies one mutation there, runs the tests that guard it
+and reports whether they caught it. It exits 1 if any mutation survives, so a test weakened
+later fails CI. Run it with ``make mutations`` or
+``.venv/bin/python tests/mutations.py [--only NAME ...] [--list]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "results", "reports", "__pycache__",
+                                     ".pytest_cache", ".ruff_cache", "*.egg-info")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str  # relative to the repository root
+    old: str  # must occur exactly once in the file
+    new: str
+    tests: tuple[str, ...]  # pytest node ids or files that must catch it
+
+
+LOOP = "tests/train/test_loop.py"
+MUTATIONS = (
+    Mutation("clipping is a no-op", "spikebench/train/loop.py",
+             "clip_grad_norm_(params, clip, foreach=True)",
+             "clip_grad_norm_(params, math.inf, foreach=True)",
+             (f"{LOOP}::test_clipping_bounds_the_applied_gradient_and_logs_the_preclip_norm",)),
+    Mutation("the LR schedule is logged but never applied", "spikebench/train/loop.py",
+             'group["lr"] = lr', 'group["lr"] = group["lr"]',
+             (f"{LOOP}::test_applied_lr_is_the_logged_lr_under_warmup_decay_and_shock",)),
+    Mutation("the LR shock is ignored", "spikebench/train/schedule.py",
+             "cfg.faults.lr_shock_factor if step in shocked else 1.0", "1.0",
+             (f"{LOOP}::test_applied_lr_is_the_logged_lr_under_warmup_decay_and_shock",)),
+    Mutation("weight decay on every parameter", "spikebench/train/optim.py",
+             "(decay if wants else no_decay).append(p)", "decay.append(p)",
+             ("tests/train/test_optim.py",)),
+    Mutation("attention is not causal", "spikebench/model.py",
+             "dropout_p=drop, is_causal=True)", "dropout_p=drop, is_causal=False)",
+             ("tests/test_model.py::test_attention_is_causal",)),
+    Mutation("qk-norm built but not applied", "spikebench/model.py",
+             "q, k = self.q_norm(q), self.k_norm(k)", "q, k = q, k",
+             ("tests/test_model.py::test_qk_norm_is_applied_in_forward",)),
+    Mutation("the output head is not tied to the embedding", "spikebench/model.py",
+             "logits = F.linear(x, self.wte.weight)", "logits = F.linear(x, self.wte.weight.detach().clone())",
+             ("tests/test_model.py::test_tied_embeddings_and_parameter_count",)),
+    Mutation("micro-batch losses are not averaged", "spikebench/train/loop.py",
+             "loss = loss / grad_accum", "loss = loss",
+             (f"{LOOP}::test_grad_accum_matches_full_batch",)),
+    Mutation("emulated bf16 rounds nothing", "spikebench/precision.py",
+             "            return round_to(x, self.dtype)\n", "            return x\n",
+             (f"{LOOP}::test_emulated_half_precision_in_the_real_loop",)),
+    Mutation("a trial's score is the mean over seeds", "spikebench/scoring/trial.py",
+             '"convergence": float(statistics.median(conv))',
+             '"convergence": float(statistics.mean(conv))',
+             ("tests/scoring/test_trial_scores.py",)),
+    Mutation("the default detector fires on noise", "spikebench/spikes/rules.py",
+             "k: float = 5.5,", "k: float = 2.0,",
+             (f"{LOOP}::test_default_detector_on_the_default_scenario",)),
+    Mutation("a crashed trial is retried on every rerun", "spikebench/sweep/studies.py",
+             "or (t.state == TrialState.FAIL and t.number not in retried)", "or False",
+             ("tests/sweep/test_driver.py::"
+              "test_a_crashing_trial_is_recorded_as_failed_and_not_retried_forever",)),
+)
+
+
+def run(m: Mutation | None, tests: tuple[str, ...], python: str) -> tuple[bool, float, str]:
+    """(tests failed, seconds, last line of pytest's output) with mutation ``m`` applied
+    (None: the code as it is)."""
+    with tempfile.TemporaryDirectory(prefix="spikebench-mutant-") as tmp:
+        copy = Path(tmp) / "repo"
+        shutil.copytree(ROOT, copy, ignore=COPY_IGNORE)
+        if m is not None:
+            target = copy / m.path
+            text = target.read_text()
+            if text.count(m.old) != 1:
+                raise SystemExit(f"mutation {m.name!r}: {m.old!r} occurs {text.count(m.old)} "
+                                 f"times in {m.path}, expected once (update tests/mutations.py)")
+            target.write_text(text.replace(m.old, m.new))
+        # The copy comes first on sys.path (cwd), ahead of the editable install.
+        env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+        t0 = time.perf_counter()
+        proc = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                               *tests], cwd=copy, env=env, capture_output=True, text=True)
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        return proc.returncode != 0, time.perf_counter() - t0, lines[-1] if lines else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="*", help="run only the mutations with these names")
+    p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = p.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.list:
+        print("\n".join(f"{m.name}: {m.path}" for m in MUTATIONS))
+        return 0
+    # The guarding tests must pass on the code as it is, or a failure proves nothing.
+    every = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+    failed, seconds, last = run(None, every, sys.executable)
+    if failed:
+        print(f"the guarding tests fail without any mutation ({last}); fix them first")
+        return 1
+    print(f"unmutated: the guarding tests pass ({seconds:.0f}s)", flush=True)
+    survived = []
+    for m in chosen:
+        caught, seconds, last = run(m, m.tests, sys.executable)
+        print(f"{'caught  ' if caught else 'SURVIVED'} {m.name} ({seconds:.0f}s: {last})",
+              flush=True)
+        if not caught:
+            survived.append(m.name)
+    print(f"mutations: {len(chosen) - len(survived)} caught, {len(survived)} survived"
+          + (f" ({', '.join(survived)})" if survived else ""))
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
