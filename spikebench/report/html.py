@@ -1,10 +1,9 @@
 """The report as one self-contained HTML page: inline CSS, a tiny inline table sorter, plots
 as ``data:`` URIs, nothing fetched from anywhere, so the file can be mailed or attached.
 
-Every span and cell is ``html.escape``d, whoever wrote it. As a second line of defence the
-page carries a Content-Security-Policy that loads nothing but ``data:`` images and runs
-only the style and script blocks whose SHA-256 hashes it lists, so even an unescaped
-``<script>`` could not execute.
+Every span and cell is ``html.escape``d, whoever wrote it. As a second line of defence a
+Content-Security-Policy loads nothing but ``data:`` images and runs only the style and script
+blocks whose SHA-256 hashes it lists, so even an unescaped ``<script>`` could not execute.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ import hashlib
 import html
 from typing import Any
 
-from spikebench.report import layout as lo
+from spikebench.report import blocks as bl
+from spikebench.report.sections import Report, document, headings
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
@@ -108,7 +108,7 @@ def _sort_attr(v: Any) -> str:
     return f' data-sort="{esc(v)}"'
 
 
-def html_table(table: lo.Table) -> str:
+def html_table(table: bl.Table) -> str:
     numeric = table.numeric or [False] * len(table.columns)
     cls = ' class="sortable"' if table.sortable else ""
     head = "".join(f'<th scope="col">{esc(c)}</th>' for c in table.columns)
@@ -119,7 +119,7 @@ def html_table(table: lo.Table) -> str:
             attrs = ' class="num"' if is_num else ""
             if table.sortable:
                 attrs += _sort_attr(cell.sort if cell.sort is not None else
-                                    (None if cell.text == lo.DASH else cell.text))
+                                    (None if cell.text == bl.DASH else cell.text))
             tds.append(f"<td{attrs}>{_cell_text(cell.text)}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
     if not table.rows:
@@ -128,37 +128,37 @@ def html_table(table: lo.Table) -> str:
             + "\n".join(body) + "\n</tbody></table></div>")
 
 
-def _spans(spans: list[lo.Span]) -> str:
+def _spans(spans: list[bl.Span]) -> str:
     return "".join(f"<strong>{esc(s.text)}</strong>" if s.bold else esc(s.text) for s in spans)
 
 
-def render_block(block: lo.Block, images: dict[str, bytes]) -> str:
-    if isinstance(block, lo.Heading):
+def render_block(block: bl.Block, images: dict[str, bytes]) -> str:
+    if isinstance(block, bl.Heading):
         anchor = f' id="{esc(block.anchor)}"' if block.anchor else ""
         return f"<h{block.level}{anchor}>{esc(block.text)}</h{block.level}>"
-    if isinstance(block, lo.Para):
+    if isinstance(block, bl.Para):
         return f"<p>{_spans(block.spans)}</p>"
-    if isinstance(block, lo.Bullets):
+    if isinstance(block, bl.Bullets):
         return "<ul>" + "".join(f"<li>{_spans(i)}</li>" for i in block.items) + "</ul>"
-    if isinstance(block, lo.Table):
+    if isinstance(block, bl.Table):
         return html_table(block)
-    if isinstance(block, lo.Image):
+    if isinstance(block, bl.Image):
         data = base64.b64encode(images[block.name]).decode("ascii")
         return f'<img src="data:image/png;base64,{data}" alt="{esc(block.alt)}">'
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def render_html(report: dict[str, Any], images: dict[str, bytes] | None = None) -> str:
+def render_html(report: Report, images: dict[str, bytes] | None = None) -> str:
     """The whole report as one page; ``images`` maps plot names to PNG bytes."""
     images = images or {}
-    blocks = lo.document(report, set(images))
-    nav = " ".join(f'<a href="#{key}">{esc(title)}</a>' for key, title in lo.SECTIONS)
+    blocks = document(report, set(images))
+    nav = " ".join(f'<a href="#{key}">{esc(title)}</a>' for key, title in headings())
     parts = []
     for i, b in enumerate(blocks):
         parts.append(render_block(b, images))
         if i == 0:  # after the title
             parts.append(f"<nav>{nav}</nav>")
-    title = esc(f"Spike report: {report['header']['study']}")
+    title = esc(f"Spike report: {report['header'].study}")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'

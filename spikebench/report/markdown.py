@@ -11,7 +11,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from spikebench.report import layout as lo
+from spikebench.report import blocks as bl
+from spikebench.report.sections import Report, document
 
 _ESCAPES = {"\\": "\\\\", "`": "\\`", "|": "\\|", "*": "\\*", "[": "\\[", "]": "\\]",
             "<": "&lt;", ">": "&gt;"}
@@ -25,7 +26,7 @@ def md_escape(text: Any, *, cell: bool = False) -> str:
     return s.replace("\n", "<br>" if cell else " ")
 
 
-def _spans(spans: list[lo.Span]) -> str:
+def _spans(spans: list[bl.Span]) -> str:
     # Bold markers go outside the escaped text, and never around blank text (** ** is
     # literal asterisks in markdown).
     out = []
@@ -39,7 +40,7 @@ def _spans(spans: list[lo.Span]) -> str:
     return "".join(out)
 
 
-def md_table(table: lo.Table) -> str:
+def md_table(table: bl.Table) -> str:
     if not table.rows:
         return "_(no rows)_"
     rows = [[md_escape(c.text, cell=True) for c in row] for row in table.rows]
@@ -49,23 +50,23 @@ def md_table(table: lo.Table) -> str:
                     colalign=["right" if n else "left" for n in numeric])
 
 
-def render_block(block: lo.Block, images: dict[str, str]) -> str:
-    if isinstance(block, lo.Heading):
+def render_block(block: bl.Block, images: dict[str, str]) -> str:
+    if isinstance(block, bl.Heading):
         return "#" * block.level + " " + md_escape(block.text)
-    if isinstance(block, lo.Para):
+    if isinstance(block, bl.Para):
         return _spans(block.spans)
-    if isinstance(block, lo.Bullets):
+    if isinstance(block, bl.Bullets):
         return "\n".join("- " + _spans(item) for item in block.items)
-    if isinstance(block, lo.Table):
+    if isinstance(block, bl.Table):
         return md_table(block)
-    if isinstance(block, lo.Image):
+    if isinstance(block, bl.Image):
         return f"![{md_escape(block.alt)}]({images[block.name]})"
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def render_markdown(report: dict[str, Any], images: dict[str, str] | None = None) -> str:
+def render_markdown(report: Report, images: dict[str, str] | None = None) -> str:
     """The whole report; ``images`` maps plot names to file names beside the markdown (a
     plot without a file is left out)."""
     images = images or {}
-    blocks = lo.document(report, set(images))
+    blocks = document(report, set(images))
     return "\n\n".join(render_block(b, images) for b in blocks) + "\n"

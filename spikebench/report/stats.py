@@ -1,18 +1,16 @@
-"""Confidence intervals for the report: seeded bootstraps, exact binomial intervals, Newcombe's
-score interval for a paired difference of success rates, verdicts.
+"""Confidence intervals and verdicts for the report: seeded bootstraps, exact binomial
+intervals, and Newcombe's score interval for a paired difference of success rates.
 
-Everything is deterministic: each bootstrap draws from ``numpy.random.default_rng(seed)``
-with a fixed default seed, so the same results give the same report byte for byte.
-
-Percentile bootstrap intervals use the ``lower``/``higher`` order statistics (no
-interpolation), which keeps them inside the observed values and lets infinite resampled
-values (a relative change over a zero baseline) pass through without producing NaN. With
-three seeds a bootstrap interval is little more than the range of the data and covers the
-truth less often than 95%: the report says so next to the tables. A paired difference of
-success rates (one 0/1 outcome per seed and arm) uses Newcombe's score interval instead, which
-stays wide where every seed agrees (three seeds 0 -> 1 give [+21 pp, +100 pp], not a
-zero-width [+100 pp, +100 pp]).
+Every bootstrap draws from a fixed-seed generator, so the same results give the same report
+byte for byte. Percentile bounds are order statistics (no interpolation): they stay inside
+the observed values and let an infinite resampled value pass through without making NaN.
 """
+
+# With three seeds a bootstrap interval is little more than the range of the data and covers
+# the truth less often than 95%: the report says so next to the tables. A paired difference
+# of success rates (one 0/1 outcome per seed and arm) uses Newcombe's score interval instead,
+# which stays wide where every seed agrees (three seeds 0 -> 1 give [+21 pp, +100 pp], not a
+# zero-width [+100 pp, +100 pp]).
 
 from __future__ import annotations
 
@@ -140,24 +138,23 @@ def wilson_ci(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
 def newcombe_paired_ci(a: int, b: int, c: int, d: int, *, level: float = LEVEL) -> Estimate:
     """Newcombe's (1998) method 10 interval for a difference of paired proportions.
 
-    Newcombe RG, "Improved confidence intervals for the difference between binomial
-    proportions based on paired data", Stat Med 17:2635-2650 (1998), method 10: the Wilson
-    score limits (no continuity correction) of each marginal proportion, combined with the
-    correlation between them. Counts over n = a+b+c+d pairs: ``a`` both succeed, ``b`` only
-    the first, ``c`` only the second, ``d`` neither; the estimate is p1 - p2 = (b - c)/n with
-    p1 = (a+b)/n, p2 = (a+c)/n, and with (l1, u1), (l2, u2) their Wilson limits::
-
-        lower = (p1 - p2) - sqrt((p1-l1)^2 - 2 phi (p1-l1)(u2-p2) + (u2-p2)^2)
-        upper = (p1 - p2) + sqrt((u1-p1)^2 - 2 phi (u1-p1)(p2-l2) + (p2-l2)^2)
-
-    phi is the correlation of the table, (ad - bc)/sqrt((a+b)(c+d)(a+c)(b+d)), with
-    Newcombe's adjustment: where ad > bc its numerator is max(ad - bc - n/2, 0); it is 0
-    where the denominator is 0 (a margin is empty: all seeds succeed, or fail, in an arm).
-    With this phi the function reproduces Newcombe's Table II examples (36, 12, 2, 0 gives
-    [0.0569, 0.3404]; 18, 12, 2, 18 gives [0.0562, 0.3290]; 53, 0, 0, 1 gives
-    [-0.0729, 0.0729]; 0, 30, 0, 0 gives [0.8395, 1]). The interval is never degenerate:
-    3 pairs 0 -> 1 give [0.206, 1]. No pairs: :data:`NONE`.
+    Counts over n = a+b+c+d pairs: ``a`` both succeed, ``b`` only the first, ``c`` only the
+    second, ``d`` neither; the estimate is p1 - p2 = (b - c)/n. Unlike a bootstrap it never
+    collapses to zero width where every pair agrees (3 pairs 0 -> 1 give [0.206, 1]).
     """
+    # Newcombe RG, "Improved confidence intervals for the difference between binomial
+    # proportions based on paired data", Stat Med 17:2635-2650 (1998), method 10: the Wilson
+    # score limits (no continuity correction) of each marginal proportion, combined with the
+    # correlation between them. With p1 = (a+b)/n, p2 = (a+c)/n and their Wilson limits
+    # (l1, u1), (l2, u2):
+    #     lower = (p1 - p2) - sqrt((p1-l1)^2 - 2 phi (p1-l1)(u2-p2) + (u2-p2)^2)
+    #     upper = (p1 - p2) + sqrt((u1-p1)^2 - 2 phi (u1-p1)(p2-l2) + (p2-l2)^2)
+    # phi is the correlation of the table, (ad - bc)/sqrt((a+b)(c+d)(a+c)(b+d)), with
+    # Newcombe's adjustment: where ad > bc its numerator is max(ad - bc - n/2, 0); it is 0
+    # where the denominator is 0 (a margin is empty: all seeds succeed, or fail, in an arm).
+    # With this phi the function reproduces Newcombe's Table II examples (36, 12, 2, 0 gives
+    # [0.0569, 0.3404]; 18, 12, 2, 18 gives [0.0562, 0.3290]; 53, 0, 0, 1 gives
+    # [-0.0729, 0.0729]; 0, 30, 0, 0 gives [0.8395, 1]). No pairs: NONE.
     if min(a, b, c, d) < 0:
         raise ValueError(f"newcombe_paired_ci: negative count in {(a, b, c, d)}")
     n = a + b + c + d
@@ -229,12 +226,11 @@ def paired_relative_ci(pairs: Pairs, *, level: float = LEVEL, n_boot: int = N_BO
     """Relative change mean(arm) / mean(baseline) - 1 over matched seeds, with a bootstrap
     that resamples seeds (pairs together).
 
-    A ratio of means rather than a mean of ratios: one seed with a tiny baseline value
-    cannot dominate it. A baseline mean of 0 (e.g. no baseline seed succeeded) makes the
-    relative change undefined: value None, ``method`` says why. Resamples whose baseline
-    mean is 0 count as +inf (arm above zero) or 0 (arm zero too), which only widens the
-    interval. One pair: the point estimate with no interval.
+    A ratio of means rather than a mean of ratios, so one seed with a tiny baseline value
+    cannot dominate it. A baseline mean of 0 makes it undefined: value None, ``method`` why.
     """
+    # Resamples whose baseline mean is 0 count as +inf (arm above zero) or 0 (arm zero too),
+    # which only widens the interval. One pair: the point estimate with no interval.
     if not pairs:
         return NONE
     a = np.asarray([p[1] for p in pairs], dtype=float)
@@ -317,15 +313,14 @@ def verdict(est: Estimate, claimed: float, *, cap: int = SEEDS_CAP,
             min_seeds: int = MIN_SEEDS) -> Verdict:
     """Judge a claimed change against its measured interval (see VERDICT_RULES).
 
-    ``claimed`` > 0 means higher is better (e.g. +0.40 success), < 0 lower is better.
-    An estimate without a value (no pairs, or an undefined relative change) or without an
-    interval (one pair) is inconclusive; seeds needed is then unknown (None) because there
-    is no spread to extrapolate from. Fewer than ``min_seeds`` pairs (:data:`MIN_SEEDS`, the
-    fewest with which an exact paired test can reach p < 0.05) is inconclusive whatever the
-    interval says: the reason gives what the interval alone would say, and seeds needed is
-    at least ``min_seeds`` (the extrapolation where it asks for more; unknown where the
-    interval has no finite half-width to extrapolate from).
+    ``claimed`` > 0 means higher is better (e.g. +0.40 success), < 0 lower is better. Fewer
+    than ``min_seeds`` pairs is inconclusive whatever the interval says, because no exact
+    paired test could reach p < 0.05 with them; the reason says what the interval alone says.
     """
+    # No value (no pairs, or an undefined relative change) or no interval (one pair):
+    # inconclusive, seeds needed unknown (no spread to extrapolate from). With too few pairs,
+    # seeds needed is at least ``min_seeds`` (the extrapolation where it asks for more;
+    # unknown where the interval has no finite half-width to extrapolate from).
     if est.value is None:
         if est.n and est.method == UNDEFINED:
             return Verdict(INCONCLUSIVE, None, "relative change " + UNDEFINED)

@@ -1,11 +1,9 @@
-"""Small fixture studies for the report tests, built in milliseconds without training.
+"""Small fixture studies for the report tests, built without training.
 
-:func:`make_study` writes what a sweep writes: a real Optuna SQLite storage with the
-sweep definition in the study's user attributes, one trial per comparison arm and some
-search trials (created with ``optuna.trial.create_trial``, scored by the sweep's own
-``scoring.trial`` functions), and minimal trial folders (``trial.json``, and per seed
-``meta.json``, ``metrics.jsonl``, ``summary.json``). Outcomes per arm and seed are
-deterministic and can be given exactly through ``outcomes``.
+:func:`make_study` writes what a sweep writes: a real Optuna SQLite storage with the sweep
+spec in the study's user attributes, one trial per comparison arm and some search trials,
+scored by the sweep's own ``scoring.trial`` functions, and minimal trial folders. Outcomes
+per arm and seed are deterministic and can be given exactly through ``outcomes``.
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
+from spikebench.metrics import ELAPSED_S, GRAD_NORM, STEP, TOKENS, TRAIN_LOSS, VAL_LOSS
+from spikebench.metrics import LR as LR_METRIC
 from spikebench.scoring import trial as objectives
 
 STEPS = 100
@@ -55,7 +55,7 @@ _TEMPLATE: list[Path] = []
 
 def storage_url(study_dir: Path) -> str:
     """An empty Optuna SQLite storage at ``study_dir/study.db``, copied from a template made
-    once per process: creating the schema costs about a second, a copy milliseconds."""
+    once per process: creating the schema is slow, copying a file is not."""
     if not _TEMPLATE:
         tmp = Path(tempfile.mkdtemp(prefix="spikebench-report-fixture-")) / "template.db"
         atexit.register(shutil.rmtree, tmp.parent, ignore_errors=True)
@@ -117,19 +117,18 @@ def _curve(o: dict[str, Any], seed: int, steps: int) -> tuple[list[dict], list[d
     """Metric rows and spike events of one seed: a decaying loss with a bump per event."""
     onsets = [20 + 25 * i for i in range(o["events"])]
     last = o["diverged_step"] or steps
-    rows: list[dict[str, Any]] = [{"step": 0, "val/loss": 5.5, "data/tokens": 0,
-                                   "time/elapsed_s": 0.0}]
+    rows: list[dict[str, Any]] = [{STEP: 0, VAL_LOSS: 5.5, TOKENS: 0, ELAPSED_S: 0.0}]
     for step in range(1, last + 1):
         loss = 2.6 + 2.9 * math.exp(-step / 15) + 0.01 * ((step * 7 + seed) % 5)
         loss += sum(2.0 for s in onsets if s <= step < s + 3)
         if o["diverged_step"] and step == last:
             loss = float("nan")
-        row = {"step": step, "train/loss": loss if math.isfinite(loss) else None,
-               "optim/grad_norm": 1.0, "optim/lr": 1e-2, "data/tokens": step * 512}
+        row = {STEP: step, TRAIN_LOSS: loss if math.isfinite(loss) else None,
+               GRAD_NORM: 1.0, LR_METRIC: 1e-2, TOKENS: step * 512}
         if step % 20 == 0 and not o["diverged_step"]:
-            row["val/loss"] = (o["final"] if step == steps else loss)
+            row[VAL_LOSS] = (o["final"] if step == steps else loss)
         rows.append(row)
-    events = [{"onset": s, "peak": s + 1, "metric": "train/loss", "height_sigma": 12.0,
+    events = [{"onset": s, "peak": s + 1, "metric": TRAIN_LOSS, "height_sigma": 12.0,
                "recovery_steps": 4, "area": 6.0, "recovered": True} for s in onsets]
     return rows, events
 

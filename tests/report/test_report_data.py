@@ -4,8 +4,8 @@ import optuna
 import pytest
 from fixtures import ARMS, make_study, storage_url
 
-from spikebench import report_cmd
 from spikebench.report.data import UserError, load_study, read_jsonl, seed_log, trials_frame
+from spikebench.sweep.spec import Param, SweepSpec
 
 
 @pytest.fixture(scope="module")
@@ -100,32 +100,24 @@ def test_a_plain_optuna_study_loads_with_an_empty_spec(tmp_path):
     s = optuna.create_study(storage=url, study_name="plain")
     s.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     st = load_study(tmp_path / "plain")
-    assert st.spec == {} and st.arms == {} and st.arm_trial("baseline") is None
+    assert st.spec is None and st.arms == {} and st.arm_trial("baseline") is None
     assert all(t.folder is None and t.arm == "search" for t in st.trials)
 
 
-def _cli(argv):
-    parser = report_cmd.argparse.ArgumentParser(prog="spikebench")
-    report_cmd.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["report", *argv])
-    return args.func(args)
+def test_a_spec_this_version_cannot_read_is_none_with_the_reason(tmp_path):
+    url = _storage(tmp_path / "newer")
+    s = optuna.create_study(storage=url, study_name="newer")
+    s.set_user_attr("spec", {"name": "newer", "a_field_from_the_future": 1, "space": []})
+    s.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    st = load_study(tmp_path / "newer")
+    assert st.spec is None and st.arms == {} and st.space == []
+    assert st.spec_problem.startswith("TypeError: ") and "a_field_from_the_future" in (
+        st.spec_problem)
 
 
-def test_cli_errors_exit_2_with_one_line(tmp_path, capsys):
-    assert _cli([str(tmp_path / "missing"), "--out", str(tmp_path / "r")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("spikebench report: error: ") and "no such folder" in err
-    assert err.count("\n") == 1
-    (tmp_path / "x").mkdir()
-    assert _cli([str(tmp_path / "x")]) == 2
-    assert "no study.db" in capsys.readouterr().err
-    url = _storage(tmp_path / "fresh")
-    optuna.create_study(storage=url, study_name="fresh")
-    assert report_cmd.main([str(tmp_path / "fresh")]) == 2
-    assert "no trials yet" in capsys.readouterr().err
-    assert not (tmp_path / "r").exists()
-
-
-def test_out_dir_is_named_after_the_results_folder(tmp_path):
-    assert report_cmd.out_dir_for(tmp_path / "default" / "", "reports").parts[-2:] == (
-        "reports", "default")
+def test_the_spec_loads_through_the_sweeps_own_type(study_dir):
+    st = load_study(study_dir)
+    assert isinstance(st.spec, SweepSpec) and st.spec_problem == ""
+    # The fixture stores a legacy spec: an "extra" key, a dimension without "low".
+    assert st.space[0] == Param("schedule.warmup_ratio", low=0.0, high=0.1)
+    assert st.space[2].choices == ("fp32", "fp16", "bf16")

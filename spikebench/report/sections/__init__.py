@@ -1,0 +1,85 @@
+"""The report's sections, in report order: the one list every stage iterates.
+
+Each module holds a section's ``info`` (a frozen dataclass computed from the loaded study),
+its ``blocks`` and, if it draws one, its ``plot``; :data:`SECTIONS` names them once, so
+adding a section is one module and one entry here. Computing, laying out, plotting and the
+HTML page's navigation all walk this list, so they cannot disagree on what sections exist.
+"""
+
+from __future__ import annotations
+
+from spikebench.report.blocks import Block, Heading, unavailable
+from spikebench.report.data import Study
+from spikebench.report.sections import (
+    claims,
+    curves,
+    header,
+    importance,
+    lr,
+    pareto,
+    spike_counts,
+    strategy,
+    trials,
+)
+from spikebench.report.sections.section import Info, Section
+
+__all__ = ["SECTIONS", "Info", "Report", "Section", "document", "headings", "plots",
+           "report_info"]
+
+SECTIONS: tuple[Section, ...] = (
+    Section("header", "", header.info, header.blocks),
+    Section("strategy", "The strategy table, measured", strategy.info, strategy.blocks),
+    Section("claims", "The article's headline claims, measured (recipe vs baseline)",
+            claims.info, claims.blocks),
+    Section("spike_counts", "Spike counts by strategy", spike_counts.info, spike_counts.blocks,
+            spike_counts.plot),
+    Section("curves", "Loss curves: baseline, best and worst trials", curves.info,
+            curves.blocks, curves.plot),
+    Section("pareto", "Pareto front: spikes vs convergence", pareto.info, pareto.blocks,
+            pareto.plot),
+    Section("importance", "Parameter importance", importance.info, importance.blocks,
+            importance.plot),
+    Section("lr", "Learning-rate sensitivity", lr.info, lr.blocks, lr.plot),
+    Section("trials", "Every trial", trials.info, trials.blocks),
+)
+
+# Every section's info by key, in report order.
+Report = dict[str, Info]
+
+
+def report_info(study: Study) -> Report:
+    """Every section's info, in report order."""
+    return {s.key: s.info(study) for s in SECTIONS}
+
+
+def headings() -> list[tuple[str, str]]:
+    """(key, numbered title) of the titled sections: the h2 headings and the page's nav."""
+    titled = [s for s in SECTIONS if s.title]
+    return [(s.key, f"{i}. {s.title}") for i, s in enumerate(titled, 1)]
+
+
+def document(report: Report, images: set[str] | frozenset[str] = frozenset()) -> list[Block]:
+    """The whole report as blocks; ``images`` names the plots that exist. A section whose
+    info is unavailable shows its reason instead of its body."""
+    titles = dict(headings())
+    out: list[Block] = []
+    for s in SECTIONS:
+        info = report[s.key]
+        if s.key in titles:
+            out.append(Heading(2, titles[s.key], s.key))
+        out.extend(s.blocks(info, frozenset(images)) if info.available
+                   else unavailable(info.reason))
+    return out
+
+
+def plots(report: Report) -> dict[str, bytes]:
+    """PNG bytes by section key, for every available section whose plot has something to
+    draw."""
+    out = {}
+    for s in SECTIONS:
+        if s.plot is None or not report[s.key].available:
+            continue
+        png = s.plot(report[s.key])
+        if png is not None:
+            out[s.key] = png
+    return out

@@ -1,0 +1,194 @@
+"""The report's opening: the study, its environment, search space and arms, and what a spike is.
+
+Environment values are collected over every trial's first seed ``meta.json``; where trials
+disagree (a sweep resumed on another machine or commit) all distinct values are listed, and
+values no trial recorded are empty lists. A study without a readable sweep spec says so, and
+that the sections needing it are empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spikebench.report.arms import classify_arm
+from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
+from spikebench.report.data import Study, read_json
+from spikebench.report.sections.section import Info
+from spikebench.values import finite
+
+# The spike rules of spikebench.spikes.rules, in one line each.
+RULE_TEXT = {
+    "default": "robust residual above a local median level > 5.5 sigma (MAD of step "
+               "differences), plus a loss jump > 1 nat above the running minimum in the "
+               "first 16 steps",
+    "zscore": "value > mean + 3 sd of the previous 100 values",
+    "olmo": "|value - mean| >= 7 sd of the previous 1000 values (OLMo 2 spike score)",
+    "olmo_online": "value > mean + 6 sd of the previous 128 values (OLMo-core)",
+    "loss_ratio": "loss / min(previous losses) > 1.1 (Li et al. 2022)",
+    "persistent": "> 2x the mean of the previous 100 values for more than 4 steps",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeaderInfo(Info):
+    study: str
+    folder: str
+    n_trials: int
+    states: dict[str, int]
+    objective: str
+    directions: list[str]
+    spike_metric: str
+    target_loss: float | None
+    spike_limit: float | None
+    steps: int | None
+    eval_every: int | None
+    seeds: list[int]
+    sampler: str | None
+    pruner: str | None
+    sweep_file: str | None
+    notes: str
+    has_spec: bool
+    spec_problem: str  # why a stored spec could not be read; "" if none was stored
+    environment: dict[str, list[str]]
+    faults: list[str]
+    space: list[dict[str, str]]  # {"key", "describe"} per dimension
+    base: dict[str, Any]
+    arms: dict[str, str]  # arm -> the strategy it tests
+    spike_definition: str
+
+
+def _distinct(values) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        if v is not None and str(v) not in out:
+            out.append(str(v))
+    return out
+
+
+def _first_config(study: Study) -> dict[str, Any]:
+    for t in study.trials:
+        if t.folder is not None:
+            job = read_json(t.folder / "trial.json")
+            if job and isinstance(job.get("config"), dict):
+                return job["config"]
+    return {}
+
+
+def _fault_text(inj: dict[str, Any]) -> str:
+    where = f" ({inj['target']})" if inj.get("target") else ""
+    if finite(inj.get("first_step")) and finite(inj.get("last_step")):
+        return f"{inj.get('kind', '?')}{where} at steps {inj['first_step']}-{inj['last_step']}"
+    return f"{inj.get('kind', '?')}{where}"
+
+
+def _spike_definition(study: Study) -> str:
+    spikes_cfg = _first_config(study).get("spikes") or {}
+    rule = str(spikes_cfg.get("detector", "default"))
+    gap = spikes_cfg.get("gap", 5)
+    return (
+        f"rule {rule!r}: {RULE_TEXT.get(rule, 'see spikebench.spikes.rules')}, on the training "
+        f"loss and on log(grad norm); flagged steps with at most {gap} unflagged log rows "
+        "between them form one event. Counts and severity use loss events only (grad-norm events are precursors). "
+        + ("The spike objective is the total severity: the area between the loss and its "
+           "pre-spike trend over each event and its recovery (nats x steps; steps on an "
+           "injected faulty batch add no area, so it measures damage on clean batches), "
+           if study.spike_metric == "severity" else "The spike objective is the number of loss events, ")
+        + "median over seeds; a diverged seed adds one event and the area of a loss stuck at "
+        "its initial value for the rest of the budget.")
+
+
+def info(study: Study) -> HeaderInfo:
+    """Study, environment, search space, arms and how a spike was defined."""
+    metas = list(study.metas.values())
+    envs = [m.get("environment") or {} for m in metas]
+    corp = [m.get("corpus") or {} for m in metas]
+    states: dict[str, int] = {}
+    for t in study.trials:
+        states[t.state.lower()] = states.get(t.state.lower(), 0) + 1
+    spec = study.spec
+    return HeaderInfo(
+        study=study.name, folder=str(study.folder), n_trials=len(study.trials),
+        states=states, objective=study.objective, directions=study.directions,
+        spike_metric=study.spike_metric,
+        target_loss=spec.target_loss if spec else None,
+        spike_limit=spec.spike_limit if spec else None,
+        steps=spec.steps if spec else None, eval_every=spec.eval_every if spec else None,
+        seeds=study.seeds, sampler=spec.sampler if spec else None,
+        pruner=spec.pruner if spec else None, sweep_file=spec.path if spec else None,
+        notes=(spec.notes if spec else "") or "", has_spec=spec is not None,
+        spec_problem=study.spec_problem,
+        environment={
+            "device": _distinct(e.get("device") for e in envs),
+            "gpu": _distinct(e.get("gpu") for e in envs),
+            "precision": _distinct(m.get("precision") for m in metas),
+            "torch": _distinct(e.get("torch") for e in envs),
+            "python": _distinct(e.get("python") for e in envs),
+            "platform": _distinct(e.get("platform") for e in envs),
+            "git": _distinct(e.get("git") for e in envs),
+            "corpus": _distinct(f"{c.get('source', '?')} ({c.get('bytes', '?')} bytes)"
+                                for c in corp if c),
+            "corpus_sha256": _distinct(c.get("sha256") for c in corp),
+        },
+        faults=_distinct(_fault_text(i) for m in metas for i in m.get("injections") or []
+                         if isinstance(i, dict)),
+        space=[{"key": p.key, "describe": p.describe()} for p in study.space],
+        base=study.base,
+        arms={a: classify_arm(study, a)["label"] for a in study.arms},
+        spike_definition=_spike_definition(study),
+    )
+
+
+def _joined(values: list[str]) -> str:
+    return ", ".join(values) if values else "unknown"
+
+
+def _no_spec(h: HeaderInfo) -> str:
+    if h.spec_problem:
+        return (f"This study's spikebench sweep definition cannot be read ({h.spec_problem}); "
+                "sections that need it are empty.")
+    return ("This study has no spikebench sweep definition in its user attributes; "
+            "sections that need it are empty.")
+
+
+def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
+    env = h.environment
+    states = ", ".join(f"{n} {s}" for s, n in sorted(h.states.items()))
+    out: list[Block] = [Heading(1, f"Spike report: {h.study}", "top"),
+                        para(f"Results folder {h.folder}; {h.n_trials} trials ({states}).")]
+    if not h.has_spec:
+        out.append(para(_no_spec(h)))
+    else:
+        goal = ("minimise spikes and convergence (Pareto front)" if h.objective == "multi"
+                else "minimise convergence under spike constraints")
+        items = [
+            [Span("Objective: ", True), Span(f"{h.objective} ({goal}); spike metric "
+                                             f"{h.spike_metric}")],
+            [Span("Target: ", True), Span(
+                f"validation loss {num(h.target_loss)} within {h.steps} steps "
+                f"(evaluated every {h.eval_every}); seeds " + ", ".join(map(str, h.seeds)))],
+            [Span("Search: ", True), Span(f"sampler {h.sampler}, pruner {h.pruner}; "
+                                          f"sweep file {h.sweep_file}")],
+        ]
+        if h.notes:
+            items.append([Span("Notes: ", True), Span(h.notes)])
+        out.append(Bullets(items))
+    out += [Heading(3, "Environment", "environment"), Bullets([
+        [Span(f"{label}: ", True), Span(_joined(vals))] for label, vals in (
+            ("Device", env["device"] + env["gpu"]),
+            ("Precision (emulated or real)", env["precision"]),
+            ("torch", env["torch"]), ("Python", env["python"]),
+            ("Platform", env["platform"]), ("Git", env["git"]),
+            ("Corpus", env["corpus"]), ("Corpus sha256", env["corpus_sha256"]),
+            ("Injected faults", h.faults or ["none"]))])]
+    if h.space:
+        out += [Heading(3, "Search space", "space"),
+                Bullets([[Span(f"{p['key']}: ", True), Span(p["describe"])] for p in h.space])]
+    if h.base:
+        out.append(para(Span("Base config (every trial): ", True), "; ".join(
+            f"{k} = {v}" for k, v in h.base.items())))
+    if h.arms:
+        out.append(para(Span("Designed comparison arms: ", True), "; ".join(
+            f"{a} ({lab})" for a, lab in h.arms.items())))
+    out.append(para(Span("Spike definition: ", True), h.spike_definition))
+    return out

@@ -1,0 +1,36 @@
+"""What a report section is: a key and title, the info it computes from a study, the blocks
+it lays that info out as, and the plot it may draw.
+
+Every info is a frozen dataclass derived from :class:`Info`, so a section that cannot be
+computed is still a value of its own type, one that says why (``available=False`` and a
+``reason``) and that the report prints instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Self
+
+from spikebench.report.blocks import Block
+from spikebench.report.data import Study
+
+
+@dataclass(frozen=True, kw_only=True)
+class Info:
+    available: bool = True
+    reason: str = ""
+
+    @classmethod
+    def unavailable(cls, reason: str) -> Self:
+        return cls(available=False, reason=reason)
+
+
+class Section(NamedTuple):
+    """One entry of the report's list of sections; ``title`` "" opens the page unnumbered."""
+
+    key: str
+    title: str
+    info: Callable[[Study], Any]
+    blocks: Callable[[Any, frozenset[str]], list[Block]]
+    plot: Callable[[Any], bytes | None] | None = None

@@ -1,0 +1,101 @@
+"""Section 3, spike counts by strategy: per designed comparison arm, and strategy on vs off.
+
+The arm counts are the designed measurement. The on/off split over every completed trial
+(search included) is descriptive only: in search trials the strategies vary together, so a
+difference there is not an effect of one strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spikebench.report.arms import classify_arm, known_strategies, trial_values
+from spikebench.report.blocks import Block, Cell, Table, image, num, para
+from spikebench.report.data import Study
+from spikebench.report.figures import figure, png, tex
+from spikebench.report.sections.section import Info
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpikeCountsInfo(Info):
+    arms: list[dict[str, Any]] = field(default_factory=list)
+    features: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _events(t) -> list[int]:
+    return [int(s.get("n_events") or 0) for s in t.per_seed]
+
+
+def info(study: Study) -> SpikeCountsInfo:
+    """``arms``: each comparison arm's loss-spike events per seed (a diverged seed counts
+    one more) and their mean; ``features``: over every completed trial, the mean events per
+    seed of trials with a strategy on vs off."""
+    arms = []
+    for arm in study.arms:
+        t = study.arm_trial(arm)
+        if t is None:
+            continue
+        ev = _events(t)
+        arms.append({"arm": arm, "label": classify_arm(study, arm)["label"], "trial": t.number,
+                     "events": ev, "mean": float(np.mean(ev)) if ev else None,
+                     "diverged": sum(s.get("status") == "diverged" for s in t.per_seed)})
+    done = [t for t in study.trials if t.complete and t.per_seed]
+    per_trial = {t.number: float(np.mean(_events(t))) for t in done}
+    active = {t.number: dict(known_strategies(study, trial_values(t, study))) for t in done}
+    labels: dict[str, str] = {}
+    for a in active.values():
+        for k, lab in a.items():
+            # Clipping at different thresholds is one feature here.
+            labels.setdefault(k, "clipping (any threshold)" if k == "clip" else lab)
+    features = []
+    for k, lab in labels.items():
+        on = [per_trial[n] for n in per_trial if k in active[n]]
+        off = [per_trial[n] for n in per_trial if k not in active[n]]
+        features.append({"key": k, "label": lab, "on_trials": len(on), "off_trials": len(off),
+                         "on_mean": float(np.mean(on)) if on else None,
+                         "off_mean": float(np.mean(off)) if off else None})
+    if not arms and not features:
+        return SpikeCountsInfo.unavailable("no completed trial yet")
+    return SpikeCountsInfo(arms=arms, features=features)
+
+
+def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
+    out = image("spike_counts", "Spike events per seed by comparison arm", images)
+    if k.arms:
+        out += [para("Designed comparison:"), Table(
+            ["Arm", "Strategy", "Loss-spike events per seed", "Mean per seed", "Diverged"],
+            [[Cell(a["arm"]), Cell(a["label"]), Cell(", ".join(map(str, a["events"]))),
+              Cell(num(a["mean"]), a["mean"]), Cell(str(a["diverged"]))] for a in k.arms])]
+    if k.features:
+        out += [para("Every completed trial, strategy on vs off (descriptive only: in "
+                     "search trials the strategies vary together):"), Table(
+            ["Strategy", "Trials with it", "Mean events / seed with it", "Trials without",
+             "Mean events / seed without"],
+            [[Cell(f["label"]), Cell(str(f["on_trials"])), Cell(num(f["on_mean"])),
+              Cell(str(f["off_trials"])), Cell(num(f["off_mean"]))] for f in k.features])]
+    return out
+
+
+def plot(info: SpikeCountsInfo) -> bytes | None:
+    """Events per seed by comparison arm (bars: mean; dots: seeds); None without arms."""
+    arms = info.arms
+    if not arms:
+        return None
+    fig = figure(max(5.0, 1.1 * len(arms) + 2), 3.4)
+    ax = fig.add_subplot()
+    xs = range(len(arms))
+    ax.bar(list(xs), [a["mean"] or 0 for a in arms], color="C0", alpha=0.6,
+           label="mean per seed")
+    for x, a in zip(xs, arms, strict=True):
+        n = len(a["events"])
+        jitter = [x + (k - (n - 1) / 2) * 0.08 for k in range(n)]
+        ax.plot(jitter, a["events"], "o", color="black", ms=3)
+    ax.set_xticks(list(xs), [tex(a["arm"]) for a in arms], rotation=25, ha="right",
+                  fontsize=7)
+    ax.set_ylabel("loss-spike events per seed", fontsize=8)
+    ax.set_title("Spike events by strategy (designed comparison; dots: seeds)", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    return png(fig)

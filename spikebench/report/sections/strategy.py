@@ -1,0 +1,181 @@
+"""Section 1, the article's strategy table, measured: one row per designed comparison arm.
+
+Each row prints the article's columns for the strategy the arm tests beside five
+measurements, each with a 95% CI and the paired difference vs the baseline over matched
+seeds, so claim and measurement sit side by side. Without a designed comparison the section
+says so: effects are never estimated from search trials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spikebench.report import article, stats
+from spikebench.report.arms import NO_COMPARISON, classify_arm, has_comparison
+from spikebench.report.blocks import (
+    DASH,
+    Block,
+    Cell,
+    Table,
+    delta,
+    interval,
+    notes,
+    num,
+    para,
+    pct,
+    points,
+)
+from spikebench.report.data import Study, TrialRecord
+from spikebench.report.scores import success
+from spikebench.report.sections.section import Info
+from spikebench.values import finite
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrategyInfo(Info):
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    target_loss: float | None = None
+    steps: int = 0
+    baseline_complete: bool = False
+
+
+def _metric(arm: dict[int, Any], base: dict[int, Any] | None, stat: str,
+            is_baseline: bool) -> dict[str, Any]:
+    """An arm's estimate over its seeds with a value, and the paired difference vs the
+    baseline over the seeds both have a value for (none for the baseline itself)."""
+    vals = [v for v in arm.values() if finite(v)]
+    out = asdict(stats.bootstrap_ci(vals, stat))
+    out["of"] = len(arm)
+    if base is None or is_baseline:
+        out["delta"] = None
+        return out
+    pairs = stats.pair_by_seed({s: v if finite(v) else None for s, v in arm.items()},
+                               {s: v if finite(v) else None for s, v in base.items()})
+    out["delta"] = asdict(stats.paired_diff_ci(pairs))
+    return out
+
+
+def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool) -> dict:
+    ps = t.by_seed()
+    bs = base.by_seed() if base is not None else None
+
+    def col(d, key):
+        return {s: v.get(key) for s, v in d.items()}
+
+    # Only seeds that completed have a final loss; a diverged seed has none (None here, so
+    # it still counts among the seeds a row reports "n of").
+    def final(d):
+        return {s: v.get("final_val_loss") if v.get("status") == "completed" else None
+                for s, v in d.items()}
+
+    succ = success(ps)
+    k = int(sum(succ.values()))
+    rate = asdict(stats.rate_ci(k, len(succ)))
+    rate["k"] = k
+    rate["delta"] = None
+    if bs is not None and not is_baseline:
+        pairs = stats.pair_by_seed(succ, success(bs))
+        rate["delta"] = asdict(stats.paired_rate_diff_ci(pairs))
+    return {
+        "spikes": _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"), "mean",
+                          is_baseline),
+        "steps_to_target": _metric(col(ps, "steps_to_target"),
+                                   bs and col(bs, "steps_to_target"), "median", is_baseline),
+        "seconds_to_target": _metric(col(ps, "seconds_to_target"),
+                                     bs and col(bs, "seconds_to_target"), "median",
+                                     is_baseline),
+        "final_loss": _metric(final(ps), bs and final(bs), "mean", is_baseline),
+        "success": rate,
+    }
+
+
+def info(study: Study) -> StrategyInfo:
+    """One row per arm: its strategy, the article's columns, and ``spikes`` (events per 1k
+    steps, mean), ``steps_to_target``/``seconds_to_target`` (median over the seeds that
+    reached it, ``n`` of ``of``), ``final_loss`` (mean over completed seeds) and ``success``
+    (exact CI; Newcombe's paired interval for its difference). An arm with no completed
+    trial is a row with ``status`` and no measurements, not a missing row.
+    """
+    if not has_comparison(study):
+        return StrategyInfo.unavailable(NO_COMPARISON)
+    base = study.arm_trial("baseline")
+    rows = []
+    for arm in study.arms:
+        cls = classify_arm(study, arm)
+        claim = article.claim_for(cls["key"])
+        t = study.arm_trial(arm)
+        row: dict[str, Any] = {
+            "arm": arm, **cls, "trial": t.number if t else None,
+            "claim": {"name": claim.name or cls["label"], "applies": claim.applies,
+                      "effect": claim.effect, "difficulty": claim.difficulty,
+                      "in_article": claim.in_article},
+        }
+        if t is None:
+            states = sorted({x.state.lower() for x in study.trials if x.arm == arm})
+            row["status"] = ("not run yet" if not states else "no completed trial ("
+                             + ", ".join(states) + ")")
+            rows.append(row)
+            continue
+        row["status"] = "complete"
+        row["seeds"] = len(t.per_seed)
+        row["diverged"] = sum(s.get("status") == "diverged" for s in t.per_seed)
+        row.update(_arm_metrics(t, base, arm == "baseline"))
+        rows.append(row)
+    texts = [article.SOURCE_NOTE]
+    if base is None:
+        texts.append("the baseline arm has no completed trial, so no differences are shown")
+    if len(study.seeds) == 1:
+        texts.append("with 1 seed per arm there is no interval: an estimate is one run")
+    elif len(study.seeds) <= 5:
+        texts.append(f"with {len(study.seeds)} seeds per arm, bootstrap intervals are little "
+                     "more than the range of the seeds and cover less than 95% of the time; "
+                     "read them as a floor on the uncertainty")
+    return StrategyInfo(rows=rows, notes=texts, target_loss=study.spec.target_loss,
+                        steps=study.steps, baseline_complete=base is not None)
+
+
+COLUMNS = ["Strategy", "Arm", "Seeds", "Spike events / 1k steps", "Steps to target",
+           "Wall time to target (s)", "Final val loss", "Success rate",
+           "Article: where it applies", "Article: expected effect", "Article: difficulty"]
+
+
+def _sort(m: dict[str, Any] | None) -> float | None:
+    return m.get("value") if m else None
+
+
+def _row(r: dict[str, Any]) -> list[Cell]:
+    claim = r["claim"]
+    art = [Cell(claim["applies"]), Cell(claim["effect"]), Cell(claim["difficulty"])]
+    head = [Cell(r["label"]), Cell(r["arm"])]
+    if r.get("status") != "complete":
+        return head + [Cell(r["status"])] + [Cell(DASH)] * 5 + art
+    seeds = f"{r['seeds']}" + (f" ({r['diverged']} diverged)" if r["diverged"] else "")
+
+    def reached(m):
+        return f"{interval(m)}\n{m['n']}/{m['of']} reached" + delta(m["delta"])
+
+    s, fl = r["success"], r["final_loss"]
+    return head + [
+        Cell(seeds, r["seeds"]),
+        Cell(interval(r["spikes"]) + delta(r["spikes"]["delta"]), _sort(r["spikes"])),
+        Cell(reached(r["steps_to_target"]), _sort(r["steps_to_target"])),
+        Cell(reached(r["seconds_to_target"]), _sort(r["seconds_to_target"])),
+        Cell(interval(fl) + f"\n{fl['n']}/{fl['of']} completed" + delta(fl["delta"]),
+             _sort(fl)),
+        Cell(f"{interval(s, pct)} ({s['k']}/{s['n']})" + delta(s["delta"], points),
+             s.get("value")),
+    ] + art
+
+
+def blocks(s: StrategyInfo, images: frozenset[str]) -> list[Block]:
+    return [para("Each strategy alone added to the baseline, and the combined recipe, on "
+                 "the same seeds. Cells: estimate [95% CI]; Δ: mean paired difference vs the "
+                 "baseline over matched seeds (bootstrap; for success, Newcombe's score "
+                 "interval for paired proportions). Spike events: mean per seed (bootstrap); "
+                 f"time to target (validation loss {num(s.target_loss)}): median over "
+                 "the seeds that reached it (bootstrap); final loss: mean over completed "
+                 "seeds (bootstrap); success: completed without divergence and reached "
+                 "the target (exact Clopper-Pearson CI)."),
+            Table(COLUMNS, [_row(r) for r in s.rows]), *notes(s.notes)]

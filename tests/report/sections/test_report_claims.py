@@ -1,0 +1,105 @@
+import pytest
+from fixtures import ARMS, make_study, outcome
+
+from spikebench.report import stats
+from spikebench.report.data import load_study
+from spikebench.report.sections import claims
+
+
+def _claims_study(root, folder, recipe_steps, base_steps=(90, 92, 94, 90, 92, 94)):
+    """Baseline, one strategy and the recipe on len(base_steps) seeds; a step of None is a
+    missed target, "div" a divergence at step 30."""
+    def out(s, events, final):
+        if s == "div":
+            return outcome(status="diverged", events=events, diverged_step=30, final=None)
+        return outcome(events=events, reached_at=s, seconds=None if s is None else s / 10,
+                       final=final)
+
+    arms = {"baseline": {}, "clip 1.0": {"optim.clip": 1.0}, "recipe": ARMS["recipe"]}
+    outcomes = {"baseline": [out(s, 2, 2.9) for s in base_steps],
+                "clip 1.0": [out(s, 1, 2.9) for s in base_steps],
+                "recipe": [out(s, 0, 2.8) for s in recipe_steps]}
+    return load_study(make_study(root, folder=folder, arms=arms, outcomes=outcomes, search=0,
+                                 seeds=tuple(range(len(base_steps)))))
+
+def test_claims_supported_not_supported_inconclusive(root, study):
+    fast = claims.info(_claims_study(root, "fast", (50, 52, 54, 50, 52, 54)))
+    rows = {r["key"]: r for r in fast.rows}
+    assert rows["time_steps"]["verdict"] == stats.SUPPORTED
+    assert rows["time_steps"]["relative"]["value"] == pytest.approx(156 / 276 - 1)
+    assert rows["time_seconds"]["verdict"] == stats.SUPPORTED
+    # Every seed succeeds in both: a +40% gain is out of reach and the CI says so.
+    assert rows["success"]["verdict"] == stats.NOT_SUPPORTED
+    assert rows["success"]["relative"]["hi"] < 0.4
+    slow = {r["key"]: r for r in claims.info(_claims_study(
+        root, "slow", (88, 90, 92, 88, 90, 92))).rows}
+    assert slow["time_steps"]["verdict"] == stats.NOT_SUPPORTED
+    mixed = {r["key"]: r for r in claims.info(_claims_study(
+        root, "mixed", (40, 70, 99, 40, 70, 99), base_steps=(60, 80, 90, 60, 80, 90))).rows}
+    assert mixed["time_steps"]["verdict"] == stats.INCONCLUSIVE
+    assert mixed["time_steps"]["seeds_needed"] > 6
+    # The default fixture: the baseline reached the target on one seed only. Its two misses
+    # count the whole budget (100 steps), so all three seeds pair up.
+    d = {r["key"]: r for r in claims.info(study).rows}
+    assert d["time_steps"]["n_pairs"] == 3 and d["time_steps"]["baseline"] == pytest.approx(
+        (80 + 100 + 100) / 3)
+    # Its CI clears the claim, but 3 seeds are too few for any verdict.
+    assert d["time_steps"]["verdict"] == stats.INCONCLUSIVE
+    assert d["time_steps"]["relative"]["hi"] <= -0.25  # reaches the -25% claim
+    assert d["time_steps"]["seeds_needed"] == stats.MIN_SEEDS
+    assert "only 3 matched seeds" in d["time_steps"]["why"]
+    # Success is a difference in rate (percentage points): +67 pp over 3 seeds, with
+    # Newcombe's interval for the table a=1 (both), b=2 (recipe only), c=d=0.
+    assert d["success"]["scale"] == "absolute"
+    assert d["success"]["baseline"] == pytest.approx(1 / 3) and d["success"]["recipe"] == 1.0
+    assert d["success"]["relative"]["value"] == pytest.approx(2 / 3)
+    want = stats.newcombe_paired_ci(1, 2, 0, 0)
+    assert (d["success"]["relative"]["lo"], d["success"]["relative"]["hi"]) == (want.lo, want.hi)
+    assert d["success"]["verdict"] == stats.INCONCLUSIVE
+    assert d["success"]["seeds_needed"] >= stats.MIN_SEEDS
+    assert any("emulated" in n for n in claims.info(study).notes)
+
+
+def test_success_claim_over_agreeing_seeds(root):
+    # The baseline never reaches the target, the recipe always does.
+    three = {r["key"]: r for r in claims.info(_claims_study(
+        root, "agree3", (50, 52, 54), base_steps=(None, None, None))).rows}
+    s = three["success"]
+    assert s["relative"]["value"] == 1.0 and s["relative"]["hi"] == 1.0
+    assert s["relative"]["lo"] == pytest.approx(0.2059, abs=1e-4)  # not a zero-width CI
+    assert s["verdict"] == stats.INCONCLUSIVE and s["seeds_needed"] >= 6
+    six = {r["key"]: r for r in claims.info(_claims_study(
+        root, "agree6", (50, 52, 54, 50, 52, 54), base_steps=(None,) * 6)).rows}
+    assert six["success"]["verdict"] == stats.SUPPORTED
+    assert six["success"]["relative"]["lo"] == pytest.approx(0.4480, abs=1e-4)
+    assert six["time_steps"]["verdict"] == stats.SUPPORTED  # misses count 100 steps
+
+
+def test_a_seed_where_one_arm_diverged_stays_in_the_time_claim(root):
+    # Seed 0: the recipe diverged (baseline reached 90); seed 1: the baseline diverged
+    # (recipe reached 50); seed 2: both reached; seed 3: recipe missed, baseline diverged;
+    # seed 4: both diverged. Seeds 3 and 4 have no time in either arm and drop out.
+    st = _claims_study(root, "div1", ("div", 50, 52, None, "div"),
+                       base_steps=(90, "div", 94, "div", "div"))
+    rows = {r["key"]: r for r in claims.info(st).rows}
+    steps = rows["time_steps"]
+    assert (steps["n_pairs"], steps["of"]) == (3, 5)
+    assert steps["recipe"] == pytest.approx((100 + 50 + 52) / 3)    # diverged: the budget
+    assert steps["baseline"] == pytest.approx((90 + 100 + 94) / 3)
+    secs = rows["time_seconds"]
+    assert secs["n_pairs"] == 3
+    # The diverged arm's whole run in seconds: the fixture's runs take 10 + seed seconds and
+    # diverge at step 30 of 100, so at that pace the budget takes 100 / 30 times as long.
+    assert secs["recipe"] == pytest.approx((10.0 * 100 / 30 + 5.0 + 5.2) / 3)
+    assert secs["baseline"] == pytest.approx((9.0 + 11.0 * 100 / 30 + 9.4) / 3)
+    assert any("diverged" in n and "both arms" in n for n in claims.info(st).notes)
+    # The success claim counts every seed: both failed on seeds 3 and 4.
+    assert rows["success"]["n_pairs"] == 5
+
+
+def test_claims_need_a_recipe_arm(root):
+    st = load_study(make_study(root, folder="norecipe", search=0, seeds=(0,),
+                               arms={"baseline": {}, "bf16": {"precision.mode": "bf16"}}))
+    info = claims.info(st)
+    assert not info.available and "no recipe arm" in info.reason
+
