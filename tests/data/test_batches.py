@@ -7,10 +7,10 @@ import torch
 
 from spikebench.config import load
 from spikebench.data.batches import BatchStream
-from spikebench.data.curriculum import window_entropy
-from spikebench.data.windows import gather_windows
 from spikebench.data.corpus import load_corpus
+from spikebench.data.curriculum import window_entropy
 from spikebench.data.seeds import derive_seed
+from spikebench.data.windows import gather_windows
 
 torch.set_num_threads(1)
 
