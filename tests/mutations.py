@@ -35,6 +35,7 @@ class Mutation:
 
 
 LOOP = "tests/train/test_loop.py"
+RENDERED = "tests/report/test_report_rendered.py"
 MUTATIONS = (
     Mutation("clipping is a no-op", "spikebench/train/loop.py",
              "clip_grad_norm_(params, clip, foreach=True)",
@@ -75,6 +76,17 @@ MUTATIONS = (
              "or (t.state == TrialState.FAIL and t.number not in retried)", "or False",
              ("tests/sweep/test_driver.py::"
               "test_a_crashing_trial_is_recorded_as_failed_and_not_retried_forever",)),
+    Mutation("the claims' Baseline and Recipe columns swapped",
+             "spikebench/report/sections/claims.py",
+             'Cell(fmt(r["baseline"])), Cell(fmt(r["recipe"])),',
+             'Cell(fmt(r["recipe"])), Cell(fmt(r["baseline"])),', (RENDERED,)),
+    Mutation("CI bounds printed reversed", "spikebench/report/blocks.py",
+             "[{fmt(m['lo'])}, {fmt(m['hi'])}]", "[{fmt(m['hi'])}, {fmt(m['lo'])}]",
+             (RENDERED,)),
+    Mutation("percentage signs flipped", "spikebench/report/blocks.py",
+             'text = f"{100 * x:.0f}%"', 'text = f"{-100 * x:.0f}%"', (RENDERED,)),
+    Mutation("every verdict printed as supported", "spikebench/report/sections/claims.py",
+             '"verdict": v.verdict,', '"verdict": "supported",', (RENDERED,)),
 )
 
 

@@ -41,12 +41,19 @@ document.addEventListener("securitypolicyviolation", function (e) {
 # then decodes every image.
 CHECK_JS = """
 (async function () {
-  var out = {sorted: null, aria: null};
+  var out = {sorted: null, aria: null, up: null, down: null};
   var table = document.querySelector("table.sortable");
+  function column() {
+    return Array.prototype.map.call(table.tBodies[0].rows,
+                                    function (r) { return r.cells[0].textContent; });
+  }
   if (table) {
     var th = table.tHead.rows[0].cells[0];
-    th.click(); th.click();
-    out.sorted = table.tBodies[0].rows[0].cells[0].textContent;
+    th.click();
+    out.up = column();
+    th.click();
+    out.down = column();
+    out.sorted = out.down[0];
     out.aria = th.getAttribute("aria-sort");
   }
   var imgs = Array.prototype.slice.call(document.images);
@@ -173,7 +180,9 @@ def _browser() -> str:
 def pages(tmp_path_factory):
     path = _browser()
     root = tmp_path_factory.mktemp("browser")
-    main = build_report(make_study(root, folder="main", failed=1), root / "out-main")
+    # 7 arms, 4 search trials and a failed one: trial numbers 0-11, so a sort by text
+    # (0, 1, 10, 11, 2, ...) and a sort by number differ.
+    main = build_report(make_study(root, folder="main", search=4, failed=1), root / "out-main")
     xss = build_report(make_xss_study(root), root / "out-xss")
     browser = Browser(path, root / "profile")
     try:
@@ -196,8 +205,10 @@ def test_page_loads_without_errors_and_every_image_decodes(pages, name):
 
 def test_trials_table_sorts_under_the_pages_csp(pages):
     check = pages["main"][0]["check"]
-    # Two clicks on "#": descending, so the highest trial number comes first.
-    assert (check["aria"], check["sorted"]) == ("descending", "9")
+    # One click on "#" sorts ascending by number, a second descending.
+    assert check["up"] == [str(n) for n in range(12)]
+    assert check["down"] == [str(n) for n in reversed(range(12))]
+    assert (check["aria"], check["sorted"]) == ("descending", "11")
 
 
 def test_hostile_study_name_shows_as_text_and_never_runs(pages):

@@ -51,7 +51,9 @@ def test_structure_and_first_table_is_the_strategy_table(built):
     assert "+40% training success, -25% training time" in first[-1]
     claims = tables[1]
     assert len(claims) == 2 + 3 and "Verdict" in claims[0]
-    assert all(re.search(r"supported|inconclusive", row) for row in claims[2:])
+    # 3 matched seeds: no exact paired test can reach p < 0.05, so every verdict is open.
+    verdicts = [re.split(r"(?<!\\)\|", row)[7].strip().split("<br>")[0] for row in claims[2:]]
+    assert verdicts == ["inconclusive"] * 3
     assert "How verdicts are decided" in md
     # Every row of every table has as many cells as its header.
     for t in tables:
