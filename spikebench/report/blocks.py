@@ -131,12 +131,15 @@ def points(x: Any) -> str:
 
 
 def interval(m: dict[str, Any] | None, fmt: Callable[[Any], str] = num) -> str:
-    """``value [lo, hi]``; one value: ``value (no CI, n=1)``; none: a dash."""
+    """``value [lo, hi]``; without an interval, the value and why there is none (never a
+    zero-width "interval"); no value: a dash."""
     if not m or m.get("value") is None:
         return DASH
-    if m.get("lo") is None or m.get("hi") is None:
-        return f"{fmt(m['value'])} (no CI, n={m.get('n', 0)})"
-    return f"{fmt(m['value'])} [{fmt(m['lo'])}, {fmt(m['hi'])}]"
+    lo, hi = m.get("lo"), m.get("hi")
+    if lo is None or hi is None or lo == hi:
+        why = m.get("why") or ("one seed" if m.get("n", 0) <= 1 else "no spread")
+        return f"{fmt(m['value'])} (no 95% interval: {why})"
+    return f"{fmt(m['value'])} [{fmt(lo)}, {fmt(hi)}]"
 
 
 def delta(d: dict[str, Any] | None, fmt: Callable[[Any], str] = signed) -> str:

@@ -1,30 +1,19 @@
-"""Confidence intervals and verdicts for the report: seeded bootstraps, exact binomial
-intervals, and Newcombe's score interval for a paired difference of success rates.
+"""Intervals for success rates: exact Clopper-Pearson for one rate, Newcombe's score interval
+for a paired difference of rates, MOVER for their ratio; and pairing values by seed.
 
-Every bootstrap draws from a fixed-seed generator, so the same results give the same report
-byte for byte. Percentile bounds are order statistics (no interpolation): they stay inside
-the observed values and let an infinite resampled value pass through without making NaN.
+Rates need their own intervals: a 0/1 outcome per seed makes a plain interval degenerate
+where every seed agrees (three seeds 0 -> 1 would give [+100 pp, +100 pp]), while these stay
+wide. Continuous measures use :mod:`.exact`.
 """
-
-# With three seeds a bootstrap interval is little more than the range of the data and covers
-# the truth less often than 95%: the report says so next to the tables. A paired difference
-# of success rates (one 0/1 outcome per seed and arm) uses Newcombe's score interval instead,
-# which stays wide where every seed agrees (three seeds 0 -> 1 give [+21 pp, +100 pp], not a
-# zero-width [+100 pp, +100 pp]).
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 LEVEL = 0.95
-N_BOOT = 2000
-SEED = 0
-SEEDS_CAP = 1000
 
 
 @dataclass(frozen=True)
@@ -47,40 +36,6 @@ class Estimate:
 
 
 NONE = Estimate(None, None, None, 0, "no data")
-
-
-def _stat(name: str | Callable) -> Callable[[np.ndarray], np.ndarray]:
-    if callable(name):
-        return name
-    return {"mean": lambda a: a.mean(axis=-1), "median": lambda a: np.median(a, axis=-1)}[name]
-
-
-def _percentiles(boot: np.ndarray, level: float) -> tuple[float, float]:
-    alpha = (1 - level) / 2
-    lo = float(np.quantile(boot, alpha, method="lower"))
-    hi = float(np.quantile(boot, 1 - alpha, method="higher"))
-    return lo, hi
-
-
-def bootstrap_ci(values: Sequence[float], stat: str | Callable = "mean", *,
-                 level: float = LEVEL, n_boot: int = N_BOOT, seed: int = SEED) -> Estimate:
-    """Percentile bootstrap interval of ``stat`` ("mean", "median" or a function of a 2-D
-    array reducing its last axis) over ``values``.
-
-    No values: :data:`NONE`. One value: the value with no interval (a single seed says
-    nothing about the spread). All values equal: a zero-width interval at that value.
-    """
-    x = np.asarray([float(v) for v in values], dtype=float)
-    if x.size == 0:
-        return NONE
-    f = _stat(stat)
-    value = float(f(x[None, :])[0])
-    if x.size == 1:
-        return Estimate(value, None, None, 1, f"bootstrap {stat}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    lo, hi = _percentiles(f(x[idx]), level)
-    return Estimate(value, lo, hi, int(x.size), f"bootstrap {stat}")
 
 
 def _binom_cdf(k: int, n: int, p: float) -> float:
@@ -135,6 +90,26 @@ def wilson_ci(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
     return (0.0 if k == 0 else centre - half), (1.0 if k == n else centre + half)
 
 
+def rate_ratio_ci(k1: int, k2: int, n: int, *, level: float = LEVEL) -> Estimate:
+    """Ratio of two success rates k1/n over k2/n with the MOVER interval (Donner & Zou
+    2012) built from their Wilson limits, treated as independent: for positively
+    correlated paired arms this errs wide. The value is inf where k2 = 0 and k1 > 0."""
+    if n <= 0:
+        return NONE
+    p1, p2 = k1 / n, k2 / n
+    l1, u1 = wilson_ci(k1, n, level=level)
+    l2, u2 = wilson_ci(k2, n, level=level)
+    method = "MOVER ratio of Wilson limits"
+    if k2 == 0:
+        return Estimate(math.inf if k1 else None, 0.0 if k1 == 0 else None, math.inf, n, method)
+    lo = (p1 * p2 - math.sqrt(max(0.0, (p1 * p2) ** 2 - l1 * u2 * (2 * p1 - l1)
+                                  * (2 * p2 - u2)))) / (u2 * (2 * p2 - u2))
+    den = l2 * (2 * p2 - l2)
+    hi = math.inf if den <= 0 else (p1 * p2 + math.sqrt(max(0.0, (p1 * p2) ** 2 - u1 * l2 * (
+        2 * p1 - u1) * (2 * p2 - l2)))) / den
+    return Estimate(p1 / p2, max(0.0, lo), hi, n, method)
+
+
 def newcombe_paired_ci(a: int, b: int, c: int, d: int, *, level: float = LEVEL) -> Estimate:
     """Newcombe's (1998) method 10 interval for a difference of paired proportions.
 
@@ -176,7 +151,6 @@ def newcombe_paired_ci(a: int, b: int, c: int, d: int, *, level: float = LEVEL) 
 
 
 Pairs = list[tuple[int, float, float]]
-UNDEFINED = "undefined: the baseline's mean over the matched seeds is 0"
 
 
 def pair_by_seed(arm: Mapping[int, float | None], base: Mapping[int, float | None]) -> Pairs:
@@ -191,14 +165,6 @@ def pair_by_seed(arm: Mapping[int, float | None], base: Mapping[int, float | Non
             if arm[s] is not None and base[s] is not None]
 
 
-def paired_diff_ci(pairs: Pairs, *, level: float = LEVEL, n_boot: int = N_BOOT,
-                   seed: int = SEED) -> Estimate:
-    """Mean of arm - baseline over matched seeds, with a bootstrap over the seeds."""
-    est = bootstrap_ci([a - b for _, a, b in pairs], "mean", level=level, n_boot=n_boot,
-                       seed=seed)
-    return Estimate(est.value, est.lo, est.hi, est.n, "paired bootstrap mean difference")
-
-
 def paired_rate_diff_ci(pairs: Pairs, *, level: float = LEVEL) -> Estimate:
     """Difference of success rates (arm - baseline) over matched seeds, each value 0 or 1,
     with :func:`newcombe_paired_ci`. Raises ValueError on a value other than 0 or 1."""
@@ -210,131 +176,3 @@ def paired_rate_diff_ci(pairs: Pairs, *, level: float = LEVEL) -> Estimate:
         counts[int(x), int(y)] += 1
     return newcombe_paired_ci(counts[1, 1], counts[1, 0], counts[0, 1], counts[0, 0],
                               level=level)
-
-
-def _relative(a_mean: np.ndarray, b_mean: np.ndarray) -> np.ndarray:
-    # A zero baseline: any gain is an infinite relative change, no gain is no change.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = a_mean / b_mean - 1.0
-    rel = np.where(b_mean == 0, np.where(a_mean > 0, np.inf, np.where(a_mean < 0, -np.inf,
-                                                                         0.0)), rel)
-    return rel
-
-
-def paired_relative_ci(pairs: Pairs, *, level: float = LEVEL, n_boot: int = N_BOOT,
-                       seed: int = SEED) -> Estimate:
-    """Relative change mean(arm) / mean(baseline) - 1 over matched seeds, with a bootstrap
-    that resamples seeds (pairs together).
-
-    A ratio of means rather than a mean of ratios, so one seed with a tiny baseline value
-    cannot dominate it. A baseline mean of 0 makes it undefined: value None, ``method`` why.
-    """
-    # Resamples whose baseline mean is 0 count as +inf (arm above zero) or 0 (arm zero too),
-    # which only widens the interval. One pair: the point estimate with no interval.
-    if not pairs:
-        return NONE
-    a = np.asarray([p[1] for p in pairs], dtype=float)
-    b = np.asarray([p[2] for p in pairs], dtype=float)
-    if b.mean() == 0:
-        return Estimate(None, None, None, len(pairs), UNDEFINED)
-    value = float(_relative(a.mean(keepdims=True), b.mean(keepdims=True))[0])
-    if len(pairs) == 1:
-        return Estimate(value, None, None, 1, "paired bootstrap ratio of means")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
-    boot = _relative(a[idx].mean(axis=1), b[idx].mean(axis=1))
-    lo, hi = _percentiles(boot, level)
-    return Estimate(value, lo, hi, len(pairs), "paired bootstrap ratio of means")
-
-
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
-
-
-def min_seeds_exact(level: float = LEVEL) -> int:
-    """The fewest matched seeds with which an exact two-sided paired test (sign-flip, or
-    McNemar on binary outcomes) can reach p < 1 - ``level``: with n pairs all in one
-    direction its smallest p-value is 2 / 2^n, so 6 at 95% (2/64 = 0.031; 5 give 0.0625)."""
-    n = 1
-    while 2 * 0.5**n >= 1 - level:
-        n += 1
-    return n
-
-
-MIN_SEEDS = min_seeds_exact()
-
-VERDICT_RULES = (
-    "supported: the 95% CI of the change (relative; in percentage points for success) lies "
-    "entirely on the claimed side of zero and reaches the claimed value (contains it or goes "
-    "beyond it); "
-    "not supported: the whole CI falls short of the claimed value (it excludes the claim "
-    "on the wrong side, even if it shows a smaller effect in the claimed direction); "
-    "inconclusive: anything else (the CI spans zero and the claim), no matched seeds, or "
-    f"fewer than {MIN_SEEDS} matched seeds whatever the CI says: {MIN_SEEDS} is the fewest "
-    "with which an exact two-sided paired test (sign-flip, or McNemar for success) can reach "
-    f"p < 0.05 (all {MIN_SEEDS} seeds in one direction: 2/2^{MIN_SEEDS} = "
-    f"{2 * 0.5**MIN_SEEDS:.3f}), so with fewer no result can be significant. "
-    "Seeds needed (inconclusive only): n x (CI half-width / distance)^2, where distance is "
-    "how far the estimate lies from the farther of zero and the claimed value, i.e. the "
-    "smallest CI that would exclude one of them; it assumes the estimate and the spread "
-    f"per seed stay as measured, is rounded up, is at least {MIN_SEEDS}, and is capped at "
-    f"{SEEDS_CAP}; it is unknown where there is no finite interval to extrapolate from (one "
-    "matched seed, an undefined or unbounded relative change).")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str
-    seeds_needed: int | None
-    reason: str
-
-
-def _ci_verdict(est: Estimate, claimed: float, cap: int) -> Verdict:
-    """The verdict the interval alone gives (est has a value and both bounds)."""
-    s = 1.0 if claimed > 0 else -1.0
-    # In the claimed direction, so "better" is always larger.
-    lo, hi = sorted((s * est.lo, s * est.hi))
-    c, v = s * claimed, s * est.value
-    if lo > 0 and hi >= c:
-        return Verdict(SUPPORTED, None, "CI excludes zero and reaches the claim")
-    if hi < c:
-        why = ("CI is in the claimed direction but short of the claim" if lo > 0
-               else "CI lies short of the claimed value")
-        return Verdict(NOT_SUPPORTED, None, why)
-    distance = max(abs(v), abs(v - c))
-    hw = est.half_width
-    if hw is None or not math.isfinite(v) or distance == 0:
-        return Verdict(INCONCLUSIVE, None, "CI spans zero and the claim")
-    needed = math.ceil(est.n * (hw / distance) ** 2)
-    needed = max(needed, est.n + 1)
-    return Verdict(INCONCLUSIVE, min(needed, cap), "CI spans zero and the claim")
-
-
-def verdict(est: Estimate, claimed: float, *, cap: int = SEEDS_CAP,
-            min_seeds: int = MIN_SEEDS) -> Verdict:
-    """Judge a claimed change against its measured interval (see VERDICT_RULES).
-
-    ``claimed`` > 0 means higher is better (e.g. +0.40 success), < 0 lower is better. Fewer
-    than ``min_seeds`` pairs is inconclusive whatever the interval says, because no exact
-    paired test could reach p < 0.05 with them; the reason says what the interval alone says.
-    """
-    # No value (no pairs, or an undefined relative change) or no interval (one pair):
-    # inconclusive, seeds needed unknown (no spread to extrapolate from). With too few pairs,
-    # seeds needed is at least ``min_seeds`` (the extrapolation where it asks for more;
-    # unknown where the interval has no finite half-width to extrapolate from).
-    if est.value is None:
-        if est.n and est.method == UNDEFINED:
-            return Verdict(INCONCLUSIVE, None, "relative change " + UNDEFINED)
-        return Verdict(INCONCLUSIVE, None, "no matched seeds to compare")
-    if est.lo is None or est.hi is None:
-        return Verdict(INCONCLUSIVE, None, f"only {est.n} matched seed(s): no interval")
-    ci = _ci_verdict(est, claimed, cap)
-    if est.n >= min_seeds:
-        return ci
-    if ci.verdict == INCONCLUSIVE and ci.seeds_needed is None:
-        needed = None
-    else:
-        needed = min(max(ci.seeds_needed or 0, min_seeds), max(cap, min_seeds))
-    seeds = f"{est.n} matched seed" + ("" if est.n == 1 else "s")
-    return Verdict(INCONCLUSIVE, needed,
-                   f"only {seeds}, fewer than the {min_seeds} an exact paired test needs to "
-                   f"reach p < 0.05; the CI alone {ci.reason.removeprefix('CI ')}")

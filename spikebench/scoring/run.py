@@ -192,7 +192,10 @@ def summarize(
         "rule": rule,
         "steps": len(train),
         "events": [e.to_dict() for e in events],
-        "n_events": len(loss_events),
+        # Spontaneous loss events: the count every score and report uses. Events that
+        # overlap an injected fault are the fault's, not a finding, and are counted apart.
+        "n_events": sum(not e.injected for e in loss_events),
+        "n_injected_events": sum(e.injected for e in loss_events),
         "n_grad_norm_events": len(events) - len(loss_events),
         "n_unrecovered": sum(not e.recovered for e in loss_events),
         "total_severity": sev["total_severity"],

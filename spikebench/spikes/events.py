@@ -67,7 +67,8 @@ class Event:
     trend: float = 0.0
     trend_start: float = math.nan
     n_obs: int = 0
-    # The onset step's batch was an injected fault: a report can tell it from a spontaneous one.
+    # One of its flagged steps trained on an injected fault: the event overlaps the fault, so
+    # it is counted apart from the spontaneous ones (its damage still counts as severity).
     injected: bool = False
 
     def to_dict(self, *, json: bool = True) -> dict:
@@ -149,6 +150,7 @@ class EventTracker:
                 ev = self.events[-1]
                 ev.end = step
                 ev.n_spike_steps += 1
+                ev.injected = ev.injected or injected
                 if peak_cmp > ev.peak_value or math.isnan(ev.peak_value):
                     ev.peak, ev.peak_value = step, peak_cmp
                     ev.height, ev.height_sigma = _height(peak_cmp, ev.level, ev.sigma)

@@ -248,7 +248,7 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
                 {"number": number, "arm": arm, "params": params, "overrides": values,
                  "seeds": list(seeds), "config": {"spikes": {"detector": "default",
                                                              "gap": 5}}}))
-        agg = objectives.aggregate(per_seed, spike_metric=spike_metric)
+        agg = objectives.aggregate(per_seed, spike_metric=spike_metric, steps=steps)
         attrs.update({"per_seed": per_seed, **agg})
         study.add_trial(optuna.trial.create_trial(
             state=TrialState.COMPLETE, params=params,

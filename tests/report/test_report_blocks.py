@@ -14,7 +14,13 @@ def test_numbers_read_at_about_three_digits():
 
 def test_intervals_and_deltas():
     assert interval(None) == DASH and interval({"value": None}) == DASH
-    assert interval({"value": 2.0, "lo": None, "hi": None, "n": 1}) == "2 (no CI, n=1)"
+    assert interval({"value": 2.0, "lo": None, "hi": None, "n": 1}) == (
+        "2 (no 95% interval: one seed)")
+    assert interval({"value": 2.0, "lo": None, "hi": None, "n": 3, "why": "x"}) == (
+        "2 (no 95% interval: x)")
+    # A zero-width interval is never printed as one.
+    assert interval({"value": 2.0, "lo": 2.0, "hi": 2.0, "n": 3}) == (
+        "2 (no 95% interval: no spread)")
     assert interval({"value": 2.0, "lo": 1.0, "hi": 3.0}) == "2 [1, 3]"
     assert delta(None) == ""
     assert delta({"value": None}) == "\nΔ vs baseline: no matched seeds"

@@ -52,8 +52,9 @@ def test_structure_and_first_table_is_the_strategy_table(built):
     claims = tables[1]
     assert len(claims) == 2 + 3 and "Verdict" in claims[0]
     # 3 matched seeds: no exact paired test can reach p < 0.05, so every verdict is open.
-    verdicts = [re.split(r"(?<!\\)\|", row)[7].strip().split("<br>")[0] for row in claims[2:]]
-    assert verdicts == ["inconclusive"] * 3
+    verdicts = [re.split(r"(?<!\\)\|", row)[8].strip().split("<br>")[0] for row in claims[2:]]
+    # Wall time is not judged: the fixture's recipe runs emulated bf16.
+    assert verdicts == ["inconclusive", "inconclusive", "not judged"]
     assert "How verdicts are decided" in md
     # Every row of every table has as many cells as its header.
     for t in tables:

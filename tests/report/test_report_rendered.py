@@ -3,8 +3,8 @@
 The fixture's outcomes are fixed (fixtures.default_outcome): the baseline reaches the target
 on seed 0 only (at step 80, 8 s); the recipe on every seed (steps 60, 65, 70; 6, 6.5, 7 s);
 the runs take 10 + seed seconds; the budget is 100 steps. So, by hand: success 1/3 vs 3/3
-(+67 pp); steps to target, a miss counting the whole budget: mean 93.3 vs 65 (-30%); wall
-time, a miss counting the whole run: mean 10.3 s vs 6.5 s (-37%).
+(+67 pp; a ratio of 3: +200%); steps to target, a miss counting the whole budget: mean 93.3
+vs 65 (-30%); wall time, a miss counting the whole run: mean 10.3 s vs 6.5 s (-37%).
 """
 
 import re
@@ -36,32 +36,42 @@ def page(built):
 def test_claims_rows_in_markdown(md):
     success = _row(md, "+40% training success")
     assert success[1].startswith("success rate")
-    # Columns: claim, measured as, baseline, recipe, matched seeds, change, verdict, seeds.
-    assert success[2:6] == ["33%", "100%", "3/3", r"+67 pp \[-6 pp, +94 pp\]"]
-    assert success[6].startswith("inconclusive<br>(only 3 matched seeds, fewer than the 6")
-    assert success[7] == "6"
+    # Columns: claim, measured as, baseline, recipe, matched, change, p, verdict, seeds.
+    assert success[2:5] == ["33%", "100%", "3/3"]
+    # 3/3 over 1/3: +200% as a ratio; +67 pp as a difference (Newcombe, a=1, b=2).
+    assert success[5].startswith(r"+200% \[") and success[5].endswith(
+        r"(ratio of rates)<br>+67 pp \[-6 pp, +94 pp\] (difference)")
+    # McNemar on 2 discordant pairs: p = 2 x 0.5^2 = 0.5.
+    assert success[6] == "0.5; —"
+    assert success[7] == ("inconclusive<br>(only 2 discordant pair(s): McNemar's test needs "
+                          "6 to reach p &lt; 0.05)")
     steps = _row(md, "-25% training time", "steps to target")
     wall = _row(md, "-25% training time", "wall time to target")
-    assert steps[2:6] == ["93.3", "65.0", "3/3", r"-30% \[-35%, -25%\]"]
-    assert wall[2:6] == ["10.3", "6.5", "3/3", r"-37% \[-42%, -25%\]"]
-    for row in (steps, wall):
-        assert row[6].startswith("inconclusive<br>(only 3 matched seeds")
+    # 3 pairs, all faster: the sign-flip test gives 2/2^3 = 0.25; against -25% p = 1.
+    assert steps[2:7] == ["93.3", "65.0", "3/3",
+                          "-30% (no 95% interval: 3 pair(s): an exact test needs 6)",
+                          "0.25; 1"]
+    assert steps[7].startswith("inconclusive<br>(only 3 differing pair(s)")
+    assert wall[2:5] == ["10.3", "6.5", "3/3"] and wall[5].startswith("-37% ")
+    assert wall[7] == "not judged<br>(emulated precision)"
 
 
 def test_strategy_table_cells_in_markdown(md):
     recipe = _row(md, "combined recipe", cells=11)
     assert recipe[1:3] == ["recipe", "3"]
-    assert recipe[4] == (r"65.0 \[60.0, 70.0\]<br>3/3 reached<br>Δ -20.0 (no CI, n=1), "
-                         "1 matched")
+    # Restricted mean steps 65 (t-interval over 60, 65, 70: 65 +- 4.303 x 5 / sqrt(3)).
+    assert recipe[4] == (r"65.0 \[52.6, 77.4\]<br>3/3 reached<br>Δ -28.3 (no 95% interval: "
+                         "3 pair(s): an exact test needs 6), 3 matched")
     # Exact Clopper-Pearson for 3/3: [0.025^(1/3), 1] = [29%, 100%].
     assert recipe[7] == r"100% \[29%, 100%\] (3/3)<br>Δ +67 pp \[-6 pp, +94 pp\], 3 matched"
     base = _row(md, "baseline", cells=11)
     # 1/3: [1 - 0.975^(1/3), the p with P(X <= 1) = 0.025] = [1%, 91%].
     assert base[7] == r"33% \[1%, 91%\] (1/3)"
+    assert base[3] == "30.0 (no 95% interval: every seed equal)"  # never zero-width
 
 
 def test_the_same_cells_in_html(page):
-    assert ("<td>33%</td><td>100%</td><td>3/3</td><td>+67 pp [-6 pp, +94 pp]</td>"
-            "<td>inconclusive<br>(only 3 matched seeds") in page
-    assert "<td>93.3</td><td>65.0</td><td>3/3</td><td>-30% [-35%, -25%]</td>" in page
+    assert "<td>33%</td><td>100%</td><td>3/3</td><td>+200% [" in page
+    assert ("<td>93.3</td><td>65.0</td><td>3/3</td><td>-30% (no 95% interval: 3 pair(s): an "
+            "exact test needs 6)</td><td>0.25; 1</td><td>inconclusive<br>") in page
     assert "<td>100% [29%, 100%] (3/3)<br>Δ +67 pp [-6 pp, +94 pp], 3 matched</td>" in page

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spikebench.report import article, stats
+from spikebench.report import article, exact, stats
 from spikebench.report.arms import NO_COMPARISON, classify_arm, has_comparison
 from spikebench.report.blocks import (
     DASH,
@@ -28,8 +28,12 @@ from spikebench.report.blocks import (
 )
 from spikebench.report.data import Study, TrialRecord
 from spikebench.report.scores import success
+from spikebench.report.sections.claims import whole_run_seconds
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
+
+UNADJUSTED = ("intervals are unadjusted for multiplicity: across arms and measures, some will "
+              "exclude zero by chance")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,23 +45,31 @@ class StrategyInfo(Info):
     baseline_complete: bool = False
 
 
-def _metric(arm: dict[int, Any], base: dict[int, Any] | None, stat: str,
-            is_baseline: bool) -> dict[str, Any]:
-    """An arm's estimate over its seeds with a value, and the paired difference vs the
-    baseline over the seeds both have a value for (none for the baseline itself)."""
-    vals = [v for v in arm.values() if finite(v)]
-    out = asdict(stats.bootstrap_ci(vals, stat))
+def _metric(arm: dict[int, Any], base: dict[int, Any] | None, is_baseline: bool) -> dict:
+    """An arm's mean over its seeds with a value (t-interval), and the mean paired
+    difference vs the baseline over the seeds both have a value for (exact sign-flip
+    interval); none for the baseline itself."""
+    out = asdict(exact.t_interval([v for v in arm.values() if finite(v)]))
     out["of"] = len(arm)
-    if base is None or is_baseline:
-        out["delta"] = None
-        return out
-    pairs = stats.pair_by_seed({s: v if finite(v) else None for s, v in arm.items()},
-                               {s: v if finite(v) else None for s, v in base.items()})
-    out["delta"] = asdict(stats.paired_diff_ci(pairs))
+    out["delta"] = None
+    if base is not None and not is_baseline:
+        seeds = sorted(s for s in set(arm) & set(base) if finite(arm[s]) and finite(base[s]))
+        out["delta"] = asdict(exact.shift_interval([arm[s] - base[s] for s in seeds]))
     return out
 
 
-def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool) -> dict:
+def _times(d: dict[int, dict], key: str, bound_of) -> dict[int, float | None]:
+    """Per seed: the time to target, or for a miss or a divergence its bound (the budget, or
+    the whole run's wall time): the restricted time the claims section uses too."""
+    out = {}
+    for s, v in d.items():
+        hit = v.get("status") == "completed" and finite(v.get(key))
+        out[s] = v[key] if hit else bound_of(v)
+    return out
+
+
+def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool,
+                 budget: int) -> dict:
     ps = t.by_seed()
     bs = base.by_seed() if base is not None else None
 
@@ -70,6 +82,12 @@ def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool) ->
         return {s: v.get("final_val_loss") if v.get("status") == "completed" else None
                 for s, v in d.items()}
 
+    def steps(d):
+        return _times(d, "steps_to_target", lambda v: budget)
+
+    def seconds(d):
+        return _times(d, "seconds_to_target", lambda v: whole_run_seconds(v, budget))
+
     succ = success(ps)
     k = int(sum(succ.values()))
     rate = asdict(stats.rate_ci(k, len(succ)))
@@ -78,17 +96,18 @@ def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool) ->
     if bs is not None and not is_baseline:
         pairs = stats.pair_by_seed(succ, success(bs))
         rate["delta"] = asdict(stats.paired_rate_diff_ci(pairs))
-    return {
-        "spikes": _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"), "mean",
+    out = {
+        "spikes": _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"),
                           is_baseline),
-        "steps_to_target": _metric(col(ps, "steps_to_target"),
-                                   bs and col(bs, "steps_to_target"), "median", is_baseline),
-        "seconds_to_target": _metric(col(ps, "seconds_to_target"),
-                                     bs and col(bs, "seconds_to_target"), "median",
-                                     is_baseline),
-        "final_loss": _metric(final(ps), bs and final(bs), "mean", is_baseline),
+        "steps_to_target": _metric(steps(ps), bs and steps(bs), is_baseline),
+        "seconds_to_target": _metric(seconds(ps), bs and seconds(bs), is_baseline),
+        "final_loss": _metric(final(ps), bs and final(bs), is_baseline),
         "success": rate,
     }
+    for key in ("steps_to_target", "seconds_to_target"):
+        out[key]["reached"] = sum(v.get("status") == "completed" and finite(v.get(key))
+                                  for v in ps.values())
+    return out
 
 
 def info(study: Study) -> StrategyInfo:
@@ -121,17 +140,15 @@ def info(study: Study) -> StrategyInfo:
         row["status"] = "complete"
         row["seeds"] = len(t.per_seed)
         row["diverged"] = sum(s.get("status") == "diverged" for s in t.per_seed)
-        row.update(_arm_metrics(t, base, arm == "baseline"))
+        row.update(_arm_metrics(t, base, arm == "baseline", study.steps))
         rows.append(row)
-    texts = [article.SOURCE_NOTE]
+    texts = [article.SOURCE_NOTE, UNADJUSTED]
     if base is None:
         texts.append("the baseline arm has no completed trial, so no differences are shown")
-    if len(study.seeds) == 1:
-        texts.append("with 1 seed per arm there is no interval: an estimate is one run")
-    elif len(study.seeds) <= 5:
-        texts.append(f"with {len(study.seeds)} seeds per arm, bootstrap intervals are little "
-                     "more than the range of the seeds and cover less than 95% of the time; "
-                     "read them as a floor on the uncertainty")
+    if len(study.seeds) < exact.MIN_PAIRS:
+        texts.append(f"with {len(study.seeds)} seed(s) per arm no paired difference has an "
+                     f"exact 95% interval (it needs {exact.MIN_PAIRS} differing pairs); run "
+                     f"{exact.MIN_PAIRS} or more seeds for intervals and verdicts")
     return StrategyInfo(rows=rows, notes=texts, target_loss=study.spec.target_loss,
                         steps=study.steps, baseline_complete=base is not None)
 
@@ -154,7 +171,7 @@ def _row(r: dict[str, Any]) -> list[Cell]:
     seeds = f"{r['seeds']}" + (f" ({r['diverged']} diverged)" if r["diverged"] else "")
 
     def reached(m):
-        return f"{interval(m)}\n{m['n']}/{m['of']} reached" + delta(m["delta"])
+        return f"{interval(m)}\n{m['reached']}/{m['of']} reached" + delta(m["delta"])
 
     s, fl = r["success"], r["final_loss"]
     return head + [
@@ -171,11 +188,14 @@ def _row(r: dict[str, Any]) -> list[Cell]:
 
 def blocks(s: StrategyInfo, images: frozenset[str]) -> list[Block]:
     return [para("Each strategy alone added to the baseline, and the combined recipe, on "
-                 "the same seeds. Cells: estimate [95% CI]; Δ: mean paired difference vs the "
-                 "baseline over matched seeds (bootstrap; for success, Newcombe's score "
-                 "interval for paired proportions). Spike events: mean per seed (bootstrap); "
-                 f"time to target (validation loss {num(s.target_loss)}): median over "
-                 "the seeds that reached it (bootstrap); final loss: mean over completed "
-                 "seeds (bootstrap); success: completed without divergence and reached "
-                 "the target (exact Clopper-Pearson CI)."),
+                 "the same seeds. Cells: mean [95% t-interval over the arm's seeds]; Δ: mean "
+                 "paired difference vs the baseline over matched seeds [exact sign-flip "
+                 "95% interval]. Spike events: spontaneous loss-spike events per 1,000 "
+                 "steps (events that overlap an injected fault are the fault's, counted "
+                 f"apart); time to target (validation loss {num(s.target_loss)}): restricted "
+                 "mean, a miss or a divergence counted at the budget (steps) or the whole "
+                 "run (seconds), a lower bound; final loss: mean over completed seeds; "
+                 "success: completed without divergence and reached the target (exact "
+                 "Clopper-Pearson interval; Δ in percentage points, Newcombe's paired "
+                 "score interval)."),
             Table(COLUMNS, [_row(r) for r in s.rows]), *notes(s.notes)]

@@ -1,7 +1,7 @@
 import pytest
 from fixtures import ARMS, make_study, outcome
 
-from spikebench.report import stats
+from spikebench.report import stats, verdicts
 from spikebench.report.data import load_study
 from spikebench.report.sections import claims
 
@@ -25,38 +25,40 @@ def _claims_study(root, folder, recipe_steps, base_steps=(90, 92, 94, 90, 92, 94
 def test_claims_supported_not_supported_inconclusive(root, study):
     fast = claims.info(_claims_study(root, "fast", (50, 52, 54, 50, 52, 54)))
     rows = {r["key"]: r for r in fast.rows}
-    assert rows["time_steps"]["verdict"] == stats.SUPPORTED
+    assert rows["time_steps"]["verdict"] == verdicts.SUPPORTED
     assert rows["time_steps"]["relative"]["value"] == pytest.approx(156 / 276 - 1)
-    assert rows["time_seconds"]["verdict"] == stats.SUPPORTED
-    # Every seed succeeds in both: a +40% gain is out of reach and the CI says so.
-    assert rows["success"]["verdict"] == stats.NOT_SUPPORTED
-    assert rows["success"]["relative"]["hi"] < 0.4
+    assert rows["time_steps"]["p_no_change"] == pytest.approx(2 / 64)
+    # The fixture's recipe runs emulated bf16: its wall time is shown, never judged.
+    assert rows["time_seconds"]["verdict"] == verdicts.NOT_JUDGED
+    # Every seed succeeds in both: a ratio of 1, and 6 seeds cannot exclude +40%.
+    assert rows["success"]["verdict"] == verdicts.INCONCLUSIVE
+    assert rows["success"]["relative"]["value"] == 0.0
+    assert rows["success"]["relative"]["hi"] > 0.4
     slow = {r["key"]: r for r in claims.info(_claims_study(
         root, "slow", (88, 90, 92, 88, 90, 92))).rows}
-    assert slow["time_steps"]["verdict"] == stats.NOT_SUPPORTED
+    assert slow["time_steps"]["verdict"] == verdicts.NOT_SUPPORTED
+    assert slow["time_steps"]["p_claim"] == pytest.approx(2 / 64)
     mixed = {r["key"]: r for r in claims.info(_claims_study(
         root, "mixed", (40, 70, 99, 40, 70, 99), base_steps=(60, 80, 90, 60, 80, 90))).rows}
-    assert mixed["time_steps"]["verdict"] == stats.INCONCLUSIVE
+    assert mixed["time_steps"]["verdict"] == verdicts.INCONCLUSIVE
     assert mixed["time_steps"]["seeds_needed"] > 6
-    # The default fixture: the baseline reached the target on one seed only. Its two misses
-    # count the whole budget (100 steps), so all three seeds pair up.
+    # The default fixture: the baseline reached the target on seed 0 only; its misses are
+    # censored at the budget (100 steps), a lower bound, so all three seeds pair up.
     d = {r["key"]: r for r in claims.info(study).rows}
     assert d["time_steps"]["n_pairs"] == 3 and d["time_steps"]["baseline"] == pytest.approx(
         (80 + 100 + 100) / 3)
-    # Its CI clears the claim, but 3 seeds are too few for any verdict.
-    assert d["time_steps"]["verdict"] == stats.INCONCLUSIVE
-    assert d["time_steps"]["relative"]["hi"] <= -0.25  # reaches the -25% claim
-    assert d["time_steps"]["seeds_needed"] == stats.MIN_SEEDS
-    assert "only 3 matched seeds" in d["time_steps"]["why"]
-    # Success is a difference in rate (percentage points): +67 pp over 3 seeds, with
-    # Newcombe's interval for the table a=1 (both), b=2 (recipe only), c=d=0.
-    assert d["success"]["scale"] == "absolute"
+    assert d["time_steps"]["verdict"] == verdicts.INCONCLUSIVE
+    assert d["time_steps"]["relative"]["lo"] is None  # 3 pairs: no exact interval
+    assert d["time_steps"]["seeds_needed"] == 6
+    assert "needs 6" in d["time_steps"]["why"]
+    # Success: judged as a ratio of rates (McNemar against no change), with the difference
+    # in percentage points (Newcombe, a=1 both, b=2 recipe only) beside it.
     assert d["success"]["baseline"] == pytest.approx(1 / 3) and d["success"]["recipe"] == 1.0
-    assert d["success"]["relative"]["value"] == pytest.approx(2 / 3)
+    assert d["success"]["relative"]["value"] == pytest.approx(2.0)  # 3/3 over 1/3, -1
     want = stats.newcombe_paired_ci(1, 2, 0, 0)
-    assert (d["success"]["relative"]["lo"], d["success"]["relative"]["hi"]) == (want.lo, want.hi)
-    assert d["success"]["verdict"] == stats.INCONCLUSIVE
-    assert d["success"]["seeds_needed"] >= stats.MIN_SEEDS
+    assert (d["success"]["points"]["lo"], d["success"]["points"]["hi"]) == (want.lo, want.hi)
+    assert d["success"]["p_no_change"] == pytest.approx(0.5)  # 2 discordant pairs
+    assert d["success"]["verdict"] == verdicts.INCONCLUSIVE
     assert any("emulated" in n for n in claims.info(study).notes)
 
 
@@ -65,35 +67,38 @@ def test_success_claim_over_agreeing_seeds(root):
     three = {r["key"]: r for r in claims.info(_claims_study(
         root, "agree3", (50, 52, 54), base_steps=(None, None, None))).rows}
     s = three["success"]
-    assert s["relative"]["value"] == 1.0 and s["relative"]["hi"] == 1.0
-    assert s["relative"]["lo"] == pytest.approx(0.2059, abs=1e-4)  # not a zero-width CI
-    assert s["verdict"] == stats.INCONCLUSIVE and s["seeds_needed"] >= 6
+    assert s["points"]["value"] == 1.0 and s["points"]["hi"] == 1.0
+    assert s["points"]["lo"] == pytest.approx(0.2059, abs=1e-4)  # not a zero-width CI
+    assert s["verdict"] == verdicts.INCONCLUSIVE and s["p_no_change"] == pytest.approx(0.25)
     six = {r["key"]: r for r in claims.info(_claims_study(
         root, "agree6", (50, 52, 54, 50, 52, 54), base_steps=(None,) * 6)).rows}
-    assert six["success"]["verdict"] == stats.SUPPORTED
-    assert six["success"]["relative"]["lo"] == pytest.approx(0.4480, abs=1e-4)
-    assert six["time_steps"]["verdict"] == stats.SUPPORTED  # misses count 100 steps
+    assert six["success"]["verdict"] == verdicts.SUPPORTED
+    assert six["success"]["p_no_change"] == pytest.approx(2 / 64)
+    assert six["success"]["points"]["lo"] == pytest.approx(0.4480, abs=1e-4)
+    # Misses count 100 steps at least: the recipe is faster whatever they are.
+    assert six["time_steps"]["verdict"] == verdicts.SUPPORTED
 
 
 def test_a_seed_where_one_arm_diverged_stays_in_the_time_claim(root):
     # Seed 0: the recipe diverged (baseline reached 90); seed 1: the baseline diverged
     # (recipe reached 50); seed 2: both reached; seed 3: recipe missed, baseline diverged;
-    # seed 4: both diverged. Seeds 3 and 4 have no time in either arm and drop out.
+    # seed 4: both diverged. A miss or a divergence is censored at the budget (steps) or the
+    # whole run (seconds), so every seed stays.
     st = _claims_study(root, "div1", ("div", 50, 52, None, "div"),
                        base_steps=(90, "div", 94, "div", "div"))
     rows = {r["key"]: r for r in claims.info(st).rows}
     steps = rows["time_steps"]
-    assert (steps["n_pairs"], steps["of"]) == (3, 5)
-    assert steps["recipe"] == pytest.approx((100 + 50 + 52) / 3)    # diverged: the budget
-    assert steps["baseline"] == pytest.approx((90 + 100 + 94) / 3)
+    assert (steps["n_pairs"], steps["of"]) == (5, 5)
+    assert steps["recipe"] == pytest.approx((100 + 50 + 52 + 100 + 100) / 5)
+    assert steps["baseline"] == pytest.approx((90 + 100 + 94 + 100 + 100) / 5)
     secs = rows["time_seconds"]
-    assert secs["n_pairs"] == 3
-    # The diverged arm's whole run in seconds: the fixture's runs take 10 + seed seconds and
+    assert secs["n_pairs"] == 5
+    # A diverged run's whole run in seconds: the fixture's runs take 10 + seed seconds and
     # diverge at step 30 of 100, so at that pace the budget takes 100 / 30 times as long.
-    assert secs["recipe"] == pytest.approx((10.0 * 100 / 30 + 5.0 + 5.2) / 3)
-    assert secs["baseline"] == pytest.approx((9.0 + 11.0 * 100 / 30 + 9.4) / 3)
-    assert any("diverged" in n and "both arms" in n for n in claims.info(st).notes)
-    # The success claim counts every seed: both failed on seeds 3 and 4.
+    pace = 100 / 30
+    assert secs["recipe"] == pytest.approx((10.0 * pace + 5.0 + 5.2 + 13.0 + 14.0 * pace) / 5)
+    assert secs["baseline"] == pytest.approx(
+        (9.0 + 11.0 * pace + 9.4 + 13.0 * pace + 14.0 * pace) / 5)
     assert rows["success"]["n_pairs"] == 5
 
 

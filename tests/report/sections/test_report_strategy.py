@@ -17,10 +17,14 @@ def test_strategy_table_rows_measure_each_arm_against_the_baseline(study):
     assert recipe["spikes"]["value"] == pytest.approx(10.0)
     assert recipe["spikes"]["delta"]["value"] == pytest.approx(-20.0)
     assert recipe["spikes"]["delta"]["n"] == 3
-    # Time to target: median over seeds that reached, with the count reached.
-    assert (base["steps_to_target"]["n"], base["steps_to_target"]["of"]) == (1, 3)
+    # Time to target: the restricted mean (a miss counts the budget, 100 steps, as in the
+    # claims), with the count reached; every seed pairs up.
+    assert (base["steps_to_target"]["reached"], base["steps_to_target"]["of"]) == (1, 3)
+    assert base["steps_to_target"]["value"] == pytest.approx((80 + 100 + 100) / 3)
     assert recipe["steps_to_target"]["value"] == pytest.approx(65.0)
-    assert recipe["steps_to_target"]["delta"]["n"] == 1  # only seed 0 reached in both
+    assert recipe["steps_to_target"]["delta"]["n"] == 3
+    assert recipe["steps_to_target"]["delta"]["value"] == pytest.approx(65 - 280 / 3)
+    assert recipe["steps_to_target"]["delta"]["lo"] is None  # 3 pairs: no exact interval
     assert recipe["seconds_to_target"]["value"] == pytest.approx(6.5)
     assert (base["success"]["k"], recipe["success"]["k"]) == (1, 3)
     assert recipe["success"]["delta"]["value"] == pytest.approx(2 / 3)
@@ -56,7 +60,8 @@ def test_an_arm_not_run_yet_is_a_row_without_measurements(root):
     st.trials = [t for t in st.trials if t.arm != "baseline"]
     info = strategy.info(st)
     assert not info.baseline_complete and any("baseline arm" in n for n in info.notes)
-    assert any(n.startswith("with 1 seed per arm there is no interval") for n in info.notes)
+    assert any(n.startswith("with 1 seed(s) per arm no paired difference has an exact")
+               for n in info.notes)
     recipe = info.rows[-1]
     assert recipe["spikes"]["value"] == pytest.approx(10.0) and recipe["spikes"]["delta"] is None
     assert "no completed trial" in claims.info(st).reason
