@@ -8,8 +8,12 @@ never stored, and printed only through :func:`mask_url`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import socket
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -71,16 +75,23 @@ def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
         raise UserError(f"--storage {mask_url(url)}: cannot open ({first})") from None
 
 
-def make_sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
-    """Seeded samplers. Single-objective constraints reach TPE and NSGA-II through
-    ``Trial.set_constraint`` (Optuna 5), set before each trial is told."""
+def make_sampler(spec: SweepSpec, seed: int = 0) -> optuna.samplers.BaseSampler:
+    """Seeded samplers: one driver is reproducible with the default seed; every worker on a
+    shared study passes its own (:func:`worker_seed`), or all would draw the same trials.
+    Single-objective constraints reach TPE and NSGA-II through ``Trial.set_constraint``."""
     if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=0)
+        return optuna.samplers.RandomSampler(seed=seed)
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=0)
+        return optuna.samplers.NSGAIISampler(seed=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=0, multivariate=True, group=True)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+
+
+def worker_seed(study_name: str) -> int:
+    """A sampler seed of this worker's own: host, process and start time, hashed."""
+    key = f"{study_name}:{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
 
 
 def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:

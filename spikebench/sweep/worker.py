@@ -23,6 +23,7 @@ from spikebench.sweep.studies import (
     make_sampler,
     make_storage,
     mask_url,
+    worker_seed,
 )
 from spikebench.sweep.trial import Outcome, record, run_trial
 
@@ -85,7 +86,8 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     except KeyError:
         raise UserError(f"--study {study_name!r}: no such study in {mask_url(url)}") from None
     study = optuna.load_study(study_name=study_name, storage=storage,
-                              sampler=make_sampler(spec), pruner=make_pruner(spec))
+                              sampler=make_sampler(spec, worker_seed(study_name)),
+                              pruner=make_pruner(spec))
     slot = make_slots(1)[0]
     trials_dir = Path(results) / spec.name / "trials"
     target = study.user_attrs.get("target_trials", len(spec.arms) + spec.trials)

@@ -218,3 +218,32 @@ def test_a_killed_local_sweep_on_postgres_resumes_its_own_trial(pg_url, tmp_path
     assert trials[other.number].state == TrialState.RUNNING
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     assert any(t.user_attrs.get("retry_of") == running[0].number for t in done)
+
+
+def test_two_workers_draw_distinct_search_trials(pg_url, tmp_path):
+    # Random sampler, 6 search trials: two workers seeded alike would draw the same
+    # parameters in the same order; each must draw its own.
+    name = "pgdistinct"
+    sweep = write_sweep(tmp_path, name=name, trials=6, seeds="[0]", steps=6,
+                        extra_study='sampler = "random"')
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
+                                        "--results", str(tmp_path / "a")),
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    workers = [subprocess.Popen(spikebench("worker", "--storage", pg_url, "--study", name,
+                                           "--results", str(tmp_path / f"w{k}")),
+                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True) for k in range(2)]
+    try:
+        errs = [w.communicate(timeout=WORKER_TIMEOUT)[1] for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert [w.returncode for w in workers] == [0, 0], errs
+    study = optuna.load_study(study_name=name, storage=make_storage(pg_url))
+    search = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("arm") == "search"]
+    assert len(search) == 6
+    drawn = [tuple(sorted(t.params.items())) for t in search]
+    assert len(set(drawn)) == len(drawn), drawn
