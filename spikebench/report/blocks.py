@@ -130,23 +130,27 @@ def points(x: Any) -> str:
     return f"{100 * x:+.0f} pp" if x else "0 pp"
 
 
-def interval(m: dict[str, Any] | None, fmt: Callable[[Any], str] = num) -> str:
-    """``value [lo, hi]``; without an interval, the value and why there is none (never a
-    zero-width "interval"); no value: a dash."""
+def interval(m: dict[str, Any] | None, fmt: Callable[[Any], str] = num, *,
+             explain: bool = True) -> str:
+    """``value [lo, hi]``; without an interval (never a zero-width one), the value and,
+    with ``explain``, why there is none; no value: a dash."""
     if not m or m.get("value") is None:
         return DASH
     lo, hi = m.get("lo"), m.get("hi")
     if lo is None or hi is None or lo == hi:
+        if not explain:
+            return f"{fmt(m['value'])} (no interval)"
         why = m.get("why") or ("one seed" if m.get("n", 0) <= 1 else "no spread")
         return f"{fmt(m['value'])} (no 95% interval: {why})"
     return f"{fmt(m['value'])} [{fmt(lo)}, {fmt(hi)}]"
 
 
-def delta(d: dict[str, Any] | None, fmt: Callable[[Any], str] = signed) -> str:
+def delta(d: dict[str, Any] | None, fmt: Callable[[Any], str] = signed, *,
+          explain: bool = True) -> str:
     """A paired difference vs the baseline as a cell's extra line: ``Δ value [lo, hi], n
     matched``; "" where there is none (the baseline's own row)."""
     if d is None:
         return ""
     if d.get("value") is None:
         return "\nΔ vs baseline: no matched seeds"
-    return f"\nΔ {interval(d, fmt)}, {d['n']} matched"
+    return f"\nΔ {interval(d, fmt, explain=explain)}, {d['n']} matched"

@@ -9,7 +9,7 @@ def test_html_is_self_contained_and_escaped(built):
     page = built["xss"]["html"].read_text()
     assert not re.search(r"(?:src|href)=[\"'](?!data:|#)", page)
     assert "http://" not in page and "https://" not in page
-    assert page.count('src="data:image/png;base64,') == 4
+    assert page.count('src="data:image/png;base64,') == 5
     assert "<title>Spike report: &lt;script&gt;alert(1)&lt;/script&gt;</title>" in page
     assert XSS_NAME not in page and XSS_CHOICE not in page
     assert page.count("<script>") == 1  # the sorter, nothing else
@@ -23,6 +23,6 @@ def test_nav_links_every_numbered_section(built):
     page = built["main"]["html"].read_text()
     nav = re.search(r"<nav>(.*?)</nav>", page).group(1)
     keys = re.findall(r'<a href="#([a-z_]+)">', nav)
-    assert keys == ["strategy", "claims", "spike_counts", "curves", "pareto", "importance",
-                    "lr", "trials"]
+    assert keys == ["summary", "strategy", "claims", "spike_counts", "curves", "pareto",
+                    "importance", "lr", "trials", "setup"]
     assert all(f'<h2 id="{k}">' in page for k in keys)

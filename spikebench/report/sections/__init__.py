@@ -19,6 +19,7 @@ from spikebench.report.sections import (
     pareto,
     spike_counts,
     strategy,
+    summary,
     trials,
 )
 from spikebench.report.sections.section import Info, Section
@@ -28,6 +29,8 @@ __all__ = ["SECTIONS", "Info", "Report", "Section", "document", "headings", "plo
 
 SECTIONS: tuple[Section, ...] = (
     Section("header", "", header.info, header.blocks),
+    Section("summary", "Summary: the verdicts, each arm's effect, the curves", summary.info,
+            summary.blocks, summary.plot),
     Section("strategy", "The strategy table, measured", strategy.info, strategy.blocks),
     Section("claims", "The article's headline claims, measured (recipe vs baseline)",
             claims.info, claims.blocks),
@@ -41,6 +44,8 @@ SECTIONS: tuple[Section, ...] = (
             importance.plot),
     Section("lr", "Learning-rate sensitivity", lr.info, lr.blocks, lr.plot),
     Section("trials", "Every trial", trials.info, trials.blocks),
+    Section("setup", "Setup: environment, search space, definitions", header.info,
+            header.setup_blocks),
 )
 
 # Every section's info by key, in report order.

@@ -112,13 +112,16 @@ def info(study: Study, *, max_points: int = 2000) -> CurvesInfo:
     scores = rank_scores(study)
     if not picks:
         return CurvesInfo.unavailable("no baseline and no completed trial to draw")
-    panels = []
-    for roles, t in picks:
-        seeds = list(t.by_seed()) or [int(d.name[5:]) for d in seed_dirs(t)]
-        panels.append({"roles": roles, "number": t.number, "arm": t.arm,
-                       "score": scores.get(t.number),
-                       "seeds": [_seed(t, s, max_points) for s in seeds]})
+    panels = [{"roles": roles, "number": t.number, "arm": t.arm,
+               "score": scores.get(t.number), "seeds": trial_seeds(t, max_points)}
+              for roles, t in picks]
     return CurvesInfo(panels=panels)
+
+
+def trial_seeds(t: TrialRecord, max_points: int = 2000) -> list[dict[str, Any]]:
+    """Every seed of a trial as :func:`info` draws it (seeds without logs: no points)."""
+    seeds = list(t.by_seed()) or [int(d.name[5:]) for d in seed_dirs(t)]
+    return [_seed(t, s, max_points) for s in seeds]
 
 
 def blocks(cv: CurvesInfo, images: frozenset[str]) -> list[Block]:

@@ -152,28 +152,34 @@ def _no_spec(h: HeaderInfo) -> str:
 
 
 def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
-    env = h.environment
+    """The page's title and what was run, in two lines: the rest of the setup closes the
+    report (:func:`setup_blocks`), after the results a reader came for."""
     states = ", ".join(f"{n} {s}" for s, n in sorted(h.states.items()))
     out: list[Block] = [Heading(1, f"Spike report: {h.study}", "top"),
                         para(f"Results folder {h.folder}; {h.n_trials} trials ({states}).")]
     if not h.has_spec:
         out.append(para(_no_spec(h)))
-    else:
-        goal = ("minimise spikes and convergence (Pareto front)" if h.objective == "multi"
-                else "minimise convergence under spike constraints")
-        items = [
-            [Span("Objective: ", True), Span(f"{h.objective} ({goal}); spike metric "
-                                             f"{h.spike_metric}")],
-            [Span("Target: ", True), Span(
-                f"validation loss {num(h.target_loss)} within {h.steps} steps "
-                f"(evaluated every {h.eval_every}); seeds " + ", ".join(map(str, h.seeds)))],
-            [Span("Search: ", True), Span(f"sampler {h.sampler}, pruner {h.pruner}; "
-                                          f"sweep file {h.sweep_file}")],
-        ]
-        if h.notes:
-            items.append([Span("Notes: ", True), Span(h.notes)])
-        out.append(Bullets(items))
-    out += [Heading(3, "Environment", "environment"), Bullets([
+        return out
+    goal = ("minimise spikes and convergence (Pareto front)" if h.objective == "multi"
+            else "minimise convergence under spike constraints")
+    items = [
+        [Span("Objective: ", True), Span(f"{h.objective} ({goal}); spike metric "
+                                         f"{h.spike_metric}")],
+        [Span("Target: ", True), Span(
+            f"validation loss {num(h.target_loss)} within {h.steps} steps "
+            f"(evaluated every {h.eval_every}); seeds " + ", ".join(map(str, h.seeds)))],
+        [Span("Search: ", True), Span(f"sampler {h.sampler}, pruner {h.pruner}; "
+                                      f"sweep file {h.sweep_file}")],
+    ]
+    if h.notes:
+        items.append([Span("Notes: ", True), Span(h.notes)])
+    return out + [Bullets(items)]
+
+
+def setup_blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
+    """Environment, search space, base config, arms and the spike definition."""
+    env = h.environment
+    out: list[Block] = [Heading(3, "Environment", "environment"), Bullets([
         [Span(f"{label}: ", True), Span(_joined(vals))] for label, vals in (
             ("Device", env["device"] + env["gpu"]),
             ("Precision (emulated or real)", env["precision"]),

@@ -25,6 +25,7 @@ from spikebench.report.blocks import (
     para,
     pct,
     points,
+    signed,
 )
 from spikebench.report.data import Study, TrialRecord
 from spikebench.report.scores import success
@@ -32,6 +33,8 @@ from spikebench.report.sections.claims import whole_run_seconds
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
 
+NO_INTERVAL = ("(no interval): one seed, every seed equal, or, for a paired difference, fewer "
+               f"than {exact.MIN_PAIRS} pairs (an exact test cannot reject anything with fewer)")
 UNADJUSTED = ("intervals are unadjusted for multiplicity: across arms and measures, some will "
               "exclude zero by chance")
 
@@ -142,7 +145,7 @@ def info(study: Study) -> StrategyInfo:
         row["diverged"] = sum(s.get("status") == "diverged" for s in t.per_seed)
         row.update(_arm_metrics(t, base, arm == "baseline", study.steps))
         rows.append(row)
-    texts = [article.SOURCE_NOTE, UNADJUSTED]
+    texts = [article.SOURCE_NOTE, UNADJUSTED, NO_INTERVAL]
     if base is None:
         texts.append("the baseline arm has no completed trial, so no differences are shown")
     if len(study.seeds) < exact.MIN_PAIRS:
@@ -170,19 +173,23 @@ def _row(r: dict[str, Any]) -> list[Cell]:
         return head + [Cell(r["status"])] + [Cell(DASH)] * 5 + art
     seeds = f"{r['seeds']}" + (f" ({r['diverged']} diverged)" if r["diverged"] else "")
 
+    def iv(m, fmt=num):
+        return interval(m, fmt, explain=False)
+
+    def dl(m, fmt=signed):
+        return delta(m, fmt, explain=False)
+
     def reached(m):
-        return f"{interval(m)}\n{m['reached']}/{m['of']} reached" + delta(m["delta"])
+        return f"{iv(m)}\n{m['reached']}/{m['of']} reached" + dl(m["delta"])
 
     s, fl = r["success"], r["final_loss"]
     return head + [
         Cell(seeds, r["seeds"]),
-        Cell(interval(r["spikes"]) + delta(r["spikes"]["delta"]), _sort(r["spikes"])),
+        Cell(iv(r["spikes"]) + dl(r["spikes"]["delta"]), _sort(r["spikes"])),
         Cell(reached(r["steps_to_target"]), _sort(r["steps_to_target"])),
         Cell(reached(r["seconds_to_target"]), _sort(r["seconds_to_target"])),
-        Cell(interval(fl) + f"\n{fl['n']}/{fl['of']} completed" + delta(fl["delta"]),
-             _sort(fl)),
-        Cell(f"{interval(s, pct)} ({s['k']}/{s['n']})" + delta(s["delta"], points),
-             s.get("value")),
+        Cell(iv(fl) + f"\n{fl['n']}/{fl['of']} completed" + dl(fl["delta"]), _sort(fl)),
+        Cell(f"{iv(s, pct)} ({s['k']}/{s['n']})" + dl(s["delta"], points), s.get("value")),
     ] + art
 
 

@@ -8,15 +8,15 @@ from spikebench.report.sections import SECTIONS, Info, document, headings, repor
 
 def test_report_info_has_every_section(study):
     info = report_info(study)
-    assert list(info) == ["header", "strategy", "claims", "spike_counts", "curves", "pareto",
-                          "importance", "lr", "trials"]
+    assert list(info) == ["header", "summary", "strategy", "claims", "spike_counts", "curves",
+                          "pareto", "importance", "lr", "trials", "setup"]
 
 
 def test_one_list_names_every_section_and_numbers_the_titled_ones():
     assert [s.key for s in SECTIONS][0] == "header" and SECTIONS[0].title == ""
     assert headings() == [(s.key, f"{i}. {s.title}") for i, s in enumerate(SECTIONS[1:], 1)]
-    assert {s.key for s in SECTIONS if s.plot} == {"spike_counts", "curves", "pareto",
-                                                   "importance", "lr"}
+    assert {s.key for s in SECTIONS if s.plot} == {"summary", "spike_counts", "curves",
+                                                   "pareto", "importance", "lr"}
 
 
 def _plain(root, name, spec=None):
