@@ -73,15 +73,19 @@ def min_pairs(alpha: float = ALPHA) -> int:
 MIN_PAIRS = min_pairs()
 
 
-def _boundary(p_of, inside: float, outside: float) -> float:
-    """The edge of the accepted set between an accepted and a rejected point (bisection)."""
+def _boundary(p_of, inside: float, outside: float, breaks: Sequence[float]) -> float:
+    """The edge of the accepted set between an accepted and a rejected point (bisection),
+    snapped to a data point it lands on (where the test's p-value jumps), so an interval
+    ends at 0, not at 2e-10."""
     for _ in range(80):
         mid = (inside + outside) / 2
         if p_of(mid) >= ALPHA:
             inside = mid
         else:
             outside = mid
-    return inside
+    tol = 1e-7 * max(1.0, abs(inside), abs(outside))
+    near = [b for b in breaks if abs(b - inside) <= tol]
+    return min(near, key=lambda b: abs(b - inside)) if near else inside
 
 
 def shift_interval(diffs: Sequence[float]) -> Interval:
@@ -102,8 +106,9 @@ def shift_interval(diffs: Sequence[float]) -> Interval:
     def p_of(shift):
         return sign_flip_p(d - shift)
 
-    lo = _boundary(p_of, mean, float(d.min()) - span)
-    hi = _boundary(p_of, mean, float(d.max()) + span)
+    breaks = [float(x) for x in d]
+    lo = _boundary(p_of, mean, float(d.min()) - span, breaks)
+    hi = _boundary(p_of, mean, float(d.max()) + span, breaks)
     return Interval(mean, lo, hi, int(d.size), method)
 
 
@@ -135,11 +140,12 @@ def relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     def p_of(c):
         return ratio_p(a_, b_, 1 + c)
 
-    lo = _boundary(p_of, value, -1.0) if p_of(-1.0) < ALPHA else -1.0
+    breaks = [x / y - 1 for x, y in zip(a_, b_, strict=True) if y != 0]
+    lo = _boundary(p_of, value, -1.0, breaks) if p_of(-1.0) < ALPHA else -1.0
     far = max(1.0, 2 * abs(value))
     while p_of(far) >= ALPHA and far < 1e9:
         far *= 4
-    hi = _boundary(p_of, value, far) if p_of(far) < ALPHA else math.inf
+    hi = _boundary(p_of, value, far, breaks) if p_of(far) < ALPHA else math.inf
     return Interval(value, lo, hi, n, method)
 
 

@@ -33,9 +33,9 @@ class SummaryInfo(Info):
 def _sentence(r: dict[str, Any]) -> str:
     fmt = pct if r["key"] == "success" else num
     change = r["relative"]["value"]
-    measured = (f"{fmt(r['baseline'])} -> {fmt(r['recipe'])} "
+    measured = (f"{fmt(r['baseline'])} → {fmt(r['recipe'])} "
                 f"({pct(change, sign=True) if change is not None else 'no change measurable'})")
-    return (f"{r['claim']} ({r['metric']}): {r['verdict']}. Baseline -> recipe: {measured} "
+    return (f"{r['claim']} ({r['metric']}): {r['verdict']}. Baseline → recipe: {measured} "
             f"over {r['n_pairs']} matched seeds; {r['why']}.")
 
 
