@@ -69,6 +69,9 @@ def cmd_spikes(args: argparse.Namespace) -> int:
     if args.plot:
         from spikebench.spikes.plot import plot_events
 
+        if Path(args.plot).is_dir() or Path(args.plot).suffix.lower() != ".png":
+            raise UserError(f"--plot {args.plot}: must be the path of a .png file")
+
         try:
             plot_events(log, res["events"], args.detector, args.plot)
         except (OSError, ValueError) as e:

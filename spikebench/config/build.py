@@ -42,6 +42,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if value not in typing.get_args(tp):
             raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
         return value
+    if isinstance(value, str) and "\x00" in value:
+        raise UserError(f"{key} = {value!r}: must not contain a NUL character")
     ok = (
         (tp is bool and isinstance(value, bool))
         or (tp is int and isinstance(value, int) and not isinstance(value, bool))

@@ -7,6 +7,7 @@ anything runs.
 
 from __future__ import annotations
 
+import datetime
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,22 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    _no_dates(value, f"--set {key}")
     return key.split("."), value
+
+
+def _no_dates(value: Any, where: str) -> None:
+    """TOML dates and times have no use in a config, and JSON (every file a run writes)
+    has no type for them: refuse them where they are written."""
+    if isinstance(value, datetime.date | datetime.time):
+        raise UserError(f"{where} = {value}: a TOML date or time; no setting takes one "
+                        "(quote it for a string)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _no_dates(v, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
+        for v in value:
+            _no_dates(v, where)
 
 
 def _nest(items: list[tuple[list[str], Any, str]]) -> dict[str, Any]:
@@ -63,12 +79,22 @@ def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
 
 def load_toml(path: str | Path, what: str = "config") -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{what} file {str(p)!r}: not found")
     try:
-        return tomllib.loads(p.read_text())
+        if p.is_dir():
+            raise UserError(f"{what} file {str(p)!r}: is a folder, not a TOML file")
+        if not p.is_file():
+            raise UserError(f"{what} file {str(p)!r}: not found")
+        # utf-8-sig: a byte-order mark some editors write is not part of the TOML.
+        data = tomllib.loads(p.read_bytes().decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{what} file {str(p)!r}: not valid TOML ({e})") from None
+    except (OSError, ValueError) as e:  # a name too long, a NUL in the path
+        raise UserError(f"{what} file {str(p)[:200]!r}: cannot be read ({e})") from None
+    try:
+        _no_dates(data, "")
+    except UserError as e:
+        raise UserError(f"{what} file {str(p)!r}: {e}") from None
+    return data
 
 
 def preset_path(name: str) -> Path:
@@ -76,8 +102,11 @@ def preset_path(name: str) -> Path:
     if name.endswith(".toml"):
         return Path(name)
     for root in (Path.cwd() / "models", REPO_ROOT / "models"):
-        if (root / f"{name}.toml").is_file():
-            return root / f"{name}.toml"
+        try:
+            if (root / f"{name}.toml").is_file():
+                return root / f"{name}.toml"
+        except (OSError, ValueError):  # a name too long for the file system
+            break
     known = sorted(p.stem for p in (REPO_ROOT / "models").glob("*.toml"))
     raise UserError(f"model.preset = {name!r}: no such preset (known: {', '.join(known)})")
 
@@ -95,8 +124,10 @@ def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = Non
     """Resolve a config dict (from a file) and ``--set`` strings into a checked :class:`Config`."""
     raw = dict(raw or {})
     over = overrides_to_dict(overrides or [])
-    if isinstance(over.get("train"), dict) and isinstance(raw.get("train"), dict) and (
-            {"steps", "tokens"} & set(over["train"])):
+    # A budget on the command line replaces the file's; "off" for one budget is no budget.
+    if isinstance(over.get("train"), dict) and isinstance(raw.get("train"), dict) and any(
+            over["train"].get(k) not in (None, "off", "none", "null")
+            for k in ("steps", "tokens") if k in over["train"]):
         raw["train"] = {k: v for k, v in raw["train"].items() if k not in ("steps", "tokens")}
     merged = _merge(raw, over)
     if not isinstance(merged.get("model", {}), dict):
@@ -108,6 +139,8 @@ def resolve(raw: dict[str, Any] | None = None, overrides: list[str] | None = Non
     unknown = set(pdata) - {"model"}
     if unknown:
         raise UserError(f"model preset {preset!r}: only a [model] table allowed, got {unknown}")
+    if not isinstance(pdata.get("model", {}), dict):
+        raise UserError(f"model preset {preset!r}: model = {pdata['model']!r}: must be a table")
     merged = _merge({"model": pdata.get("model", {})}, merged)
     merged.setdefault("model", {})["preset"] = preset
     cfg = build(Config, merged)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from spikebench.errors import UserError
+
+BYTE_VOCAB = 256  # text corpora are read as bytes
 
 
 def _rng(lo: float | None = None, hi: float | None = None, *, lo_open=False, hi_open=False):
@@ -50,7 +53,7 @@ class DataConfig:
     corpus: str = "stdlib"
     text_field: str = "text"
     # Cap on the bytes read from a text corpus (the stdlib is ~30 MB; a few MB is plenty).
-    max_bytes: int = field(default=4_000_000, metadata=_rng(1024))
+    max_bytes: int = field(default=4_000_000, metadata=_rng(1024, 2**40))
     val_fraction: float = field(default=0.05, metadata=_rng(0.0, 0.5, lo_open=True))
     seq_len: int = field(default=128, metadata=_rng(2))
     batch_size: int = field(default=16, metadata=_rng(1))
@@ -84,7 +87,8 @@ class PrecisionConfig:
     # auto: real autocast on CUDA, emulated rounding on CPU (real half matmuls are many times
     # slower than fp32 on most CPUs; benchmarks/precision_speed.py measures it).
     impl: Literal["auto", "real", "emulated"] = "auto"
-    init_scale: float = field(default=2.0**16, metadata=_rng(0.0, lo_open=True))
+    # fp16's loss scale: below 2^-24 it underflows to 0, above 2^64 it overflows in a step.
+    init_scale: float = field(default=2.0**16, metadata=_rng(2.0**-24, 2.0**64))
     # Emulated attention: "kernel" rounds the softmax probabilities as flash kernels do;
     # "io" rounds only its inputs and output (cheaper, and more precise than the real thing).
     emulated_attention: Literal["kernel", "io"] = "kernel"
@@ -129,7 +133,7 @@ class TrainConfig:
     seed: int = field(default=0, metadata=_rng(0))
     device: str = "auto"
     # torch intra-op threads; 0 leaves torch's default.
-    threads: int = field(default=0, metadata=_rng(0))
+    threads: int = field(default=0, metadata=_rng(0, 4096))
     eval_every: int = field(default=50, metadata=_rng(1))
     eval_batches: int = field(default=4, metadata=_rng(1))
     # Metrics stay on the device and are read back once per log_every steps.
@@ -171,6 +175,9 @@ class Config:
 
     def check(self) -> None:
         self.model.check()
+        self._check_data()
+        self._check_faults()
+        self._check_run()
         if self.data.seq_len > self.model.block_size:
             raise UserError(
                 f"data.seq_len = {self.data.seq_len}: must be <= model.block_size = "
@@ -188,6 +195,44 @@ class Config:
                 f"optim.grad_accum = {self.optim.grad_accum}: must divide data.batch_size = "
                 f"{self.data.batch_size}"
             )
+
+    def _check_data(self) -> None:
+        corpus = self.data.corpus
+        if not corpus.strip():
+            raise UserError('data.corpus = "": must be "stdlib" or a path to a .txt/.jsonl '
+                            "file or folder, or a .bin")
+        if not corpus.lower().endswith(".bin") and self.model.vocab_size < BYTE_VOCAB:
+            raise UserError(f"model.vocab_size = {self.model.vocab_size}: must be >= "
+                            f"{BYTE_VOCAB} for a byte corpus (data.corpus = {corpus!r})")
+
+    def _check_faults(self) -> None:
+        """A fault that would inject nothing, or less than it says, is refused: a run must
+        never report an injection it did not make."""
+        f, steps, batch = self.faults, self.train.steps, self.data.batch_size
+        if f.burst != "none" and f.target == "stream":
+            start = int(f.at * steps)
+            if start >= steps:
+                raise UserError(f"faults.at = {f.at}: the burst would start after the last "
+                                f"step ({steps}); must be < 1 - 1/train.steps")
+            if start + f.length > steps:
+                raise UserError(f"faults.length = {f.length}: the burst from step "
+                                f"{start + 1} would run past the last step ({steps}); at "
+                                f"most {steps - start}")
+            if math.ceil(f.rows * batch - 1e-9) < 1:
+                raise UserError(f"faults.rows = {f.rows}: injects no row of a batch of {batch}; "
+                                f"must be >= 1/data.batch_size = {1 / batch:g}")
+        if f.lr_shock_at is not None:
+            start = int(f.lr_shock_at * steps)
+            if start + f.lr_shock_steps > steps:
+                raise UserError(f"faults.lr_shock_at = {f.lr_shock_at}: a shock of "
+                                f"{f.lr_shock_steps} steps from step {start + 1} would run past "
+                                f"the last step ({steps})")
+
+    def _check_run(self) -> None:
+        name = self.run.name
+        if name in (".", "..") or "/" in name or "\\" in name or len(name.encode()) > 200:
+            raise UserError(f"run.name = {name[:60]!r}: must be one plain folder name (no '/', "
+                            "not '.' or '..', at most 200 bytes), or empty for an automatic name")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -103,8 +103,9 @@ def _read_jsonl(path: Path, out: _CappedBytes, text_field: str, key: str, source
             where = f"{key} = {source!r}: {path.name} line {lineno}"
             try:
                 obj = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise UserError(f"{where} is not valid JSON") from None
+            except (ValueError, RecursionError):  # bad JSON, a 5,000-digit int, deep nesting
+                raise UserError(f"{where} is not valid JSON (or nests or counts past "
+                                "what a corpus line may)") from None
             if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
                 raise UserError(
                     f"{where} has no string field {text_field!r} (set data.text_field)"

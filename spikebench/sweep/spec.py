@@ -30,7 +30,9 @@ OBJECTIVES = ("multi", "single")
 SAMPLERS = ("tpe", "random", "nsga2")
 PRUNERS = ("none", "patient_hyperband", "median")
 SPIKE_METRICS = ("severity", "events")
-CLIP_ON = "/on"  # suffix of the boolean parameter that switches an "off"-able float on
+CLIP_ON = "/on"
+# Keys every trial sets from the study itself: searching them would be overwritten.
+SEEDED_KEYS = ("train.seed",)  # suffix of the boolean parameter that switches an "off"-able float on
 # The strategy-table article's combined recipe, run by every study that does not declare its
 # own: warmup 2-3% (2.5%), clipping at 1.0, bf16, curriculum on (sequence-length warmup).
 ARTICLE_RECIPE: dict[str, Any] = {
@@ -143,7 +145,9 @@ def resolve_config(base: dict[str, Any], *layers: dict[str, Any]) -> cfgmod.Conf
 
 
 def _err(path: str, key: str, value: Any, allowed: str) -> UserError:
-    return UserError(f"{path}: {key} = {json.dumps(value, default=str)}: {allowed}")
+    shown = repr(value) if isinstance(value, float) and not math.isfinite(value) else (
+        json.dumps(value, default=str, ensure_ascii=False))
+    return UserError(f"{path}: {key} = {shown}: {allowed}")
 
 
 def _get(table: dict, key: str, path: str, kind: type | tuple, default: Any, allowed: str):
@@ -159,8 +163,19 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
         raise _err(path, where, spec, "must be a table {low, high[, log, off, int]} or {choices}")
     unknown = set(spec) - {"low", "high", "log", "off", "int", "choices"}
     if unknown:
+        hint = ""
+        if all(isinstance(v, dict) for v in spec.values()):
+            inner = sorted(spec)[0]
+            hint = (f"; a dotted key must be quoted: \"{key}.{inner}\" = {{...}}, not "
+                    f"{key}.{inner} = {{...}}")
         raise _err(path, where, spec, f"unknown field {sorted(unknown)[0]!r} "
-                   "(allowed: low, high, log, off, int, choices)")
+                   "(allowed: low, high, log, off, int, choices)" + hint)
+    if key in SEEDED_KEYS:
+        raise _err(path, where, spec, f"{key} is set by study.seeds for every trial; it cannot "
+                   "be searched")
+    for flag in ("log", "off", "int"):
+        if flag in spec and not isinstance(spec[flag], bool):
+            raise _err(path, f"{where}.{flag}", spec[flag], "must be true or false")
     if "choices" in spec:
         choices = spec["choices"]
         if not isinstance(choices, list) or not choices:
@@ -168,8 +183,8 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
         return Param(key, choices=tuple(choices))
     low, high = spec.get("low"), spec.get("high")
     for name, v in (("low", low), ("high", high)):
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise _err(path, f"{where}.{name}", v, "must be a number")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise _err(path, f"{where}.{name}", v, "must be a finite number")
     if low > high:
         raise _err(path, where, spec, "low must be <= high")
     log = spec.get("log", False)
@@ -206,10 +221,12 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     if trials < 0:
         raise _err(path, "study.trials", trials, "must be an integer >= 0")
     seeds = st.get("seeds", [0])
-    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+            or len(set(seeds)) != len(seeds)):
         raise _err(path, "study.seeds", seeds, "must be a list of distinct integers >= 0")
-    objective = _get(st, "objective", path, str, "multi", f"must be one of {OBJECTIVES}")
+    objective = _get(st, "objective", path, str, "multi",
+                     f"must be one of {', '.join(OBJECTIVES)}")
     if objective not in OBJECTIVES:
         raise _err(path, "study.objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
     target = st.get("target_loss")
@@ -220,15 +237,15 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     if not 0 <= spike_limit < math.inf:
         raise _err(path, "study.spike_limit", spike_limit, "must be a number >= 0")
     spike_metric = _get(st, "spike_metric", path, str, "severity",
-                        f"must be one of {SPIKE_METRICS}")
+                        f"must be one of {', '.join(SPIKE_METRICS)}")
     if spike_metric not in SPIKE_METRICS:
         raise _err(path, "study.spike_metric", spike_metric,
                    f"must be one of {', '.join(SPIKE_METRICS)}")
-    sampler = _get(st, "sampler", path, str, "tpe", "")
+    sampler = _get(st, "sampler", path, str, "tpe", f"must be one of {', '.join(SAMPLERS)}")
     if sampler not in SAMPLERS:
         raise _err(path, "study.sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")
     pruner = _get(st, "pruner", path, str, "none" if objective == "multi" else
-                  "patient_hyperband", "")
+                  "patient_hyperband", f"must be one of {', '.join(PRUNERS)}")
     if pruner not in PRUNERS:
         raise _err(path, "study.pruner", pruner, f"must be one of {', '.join(PRUNERS)}")
     if objective == "multi" and pruner != "none":
@@ -258,11 +275,15 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     # Both ends of every range (and every choice) must make a valid config.
     for p in space:
         probes = list(p.choices) if p.choices is not None else [
-            int(p.low) if p.integer else p.low, int(p.high) if p.integer else p.high]
+            int(p.low) if p.integer else p.low, int(p.high) if p.integer else p.high] + (
+            [None] if p.off else [])
         for value in probes:
             try:
                 resolve_config(base, {p.key: value})
             except UserError as e:
+                if value is None:
+                    raise _err(path, f"space.{json.dumps(p.key)}.off", True,
+                               f"{p.key} has no \"off\" (it must be set): drop off") from None
                 raise UserError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
 
     _check_one_budget(path, base, space, {})  # the space first: it shapes the arms

@@ -32,7 +32,7 @@ from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.train.buffer import MetricsBuffer
 from spikebench.train.optim import make_optimizer, update_ratio
 from spikebench.train.schedule import lr_at
-from spikebench.train.setup import resolve_device
+from spikebench.train.setup import preflight, resolve_device
 from spikebench.train.sinks import JsonlSink, Sink
 
 
@@ -106,6 +106,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     folder is created, so a bad config leaves nothing behind. Returns the summary dict.
     """
     t = cfg.train
+    preflight(cfg)
     device = resolve_device(t.device)
     if t.threads:
         torch.set_num_threads(t.threads)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from spikebench.config import load
+from spikebench.errors import UserError
 from spikebench.data.batches import BatchStream
 from spikebench.data.corpus import load_corpus
 from spikebench.data.curriculum import window_entropy
@@ -177,14 +178,20 @@ def test_stream_injection_hits_exact_steps_and_rows(burst):
     assert injected == list(range(10, 15)) == list(s.fault_steps)
 
 
-def test_stream_injection_rows_rounding_and_clipping():
+def test_stream_injection_rows_rounding_and_what_would_inject_less_is_refused():
     s = stream("data.batch_size=10", "faults.burst=random_bytes", "faults.rows=0.3")
     assert s.injections[0]["rows"] == 3  # not ceil(3.0000000000000004) = 4
-    s = stream("faults.burst=repeat", "faults.at=0.9", "faults.length=20")
+    s = stream("faults.burst=repeat", "faults.at=0.9", "faults.length=4")
     assert s.fault_steps == range(36, 40)
     assert (s.injections[0]["first_step"], s.injections[0]["last_step"]) == (37, 40)
-    assert stream("faults.burst=repeat", "faults.at=1.0").injections == []
     assert stream("faults.burst=repeat", "faults.target=corpus").injections == []
+    # A burst cut short, one that starts after the last step, or one of no rows would
+    # record an injection it did not make: refused, in one line.
+    for over, needle in ((["faults.at=0.9", "faults.length=20"], "at most 4"),
+                         (["faults.at=1.0"], "faults.at = 1.0"),
+                         (["faults.rows=1e-300"], "faults.rows = 1e-300")):
+        with pytest.raises(UserError, match=needle):
+            stream("faults.burst=repeat", *over)
 
 
 def test_domain_corpus_file_feeds_stream(tmp_path):

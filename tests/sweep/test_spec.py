@@ -78,7 +78,7 @@ BAD = [
     ('[study]\ntarget_loss = 3.0\n[config]\ntrain.tokens = 100000\n[comparison.arms]\n'
      'long = { "data.seq_len" = 64 }\n',
      'comparison arm "long": data.seq_len: varies data.seq_len with train.tokens'),
-    ('[study]\ntarget_loss = inf\n', "study.target_loss = Infinity: must be a validation"),
+    ('[study]\ntarget_loss = inf\n', "study.target_loss = inf: must be a validation"),
     ('[study]\ntarget_loss = 3.0\n[nonsense]\n', "unknown table 'nonsense'"),
     ('[study]\ntarget_loss = 3.0\ncolour = 1\n', "unknown key 'study.colour'"),
     ('[study]\n', "study.target_loss = null: must be a validation loss > 0"),
