@@ -41,6 +41,16 @@ def password_of(url: str) -> str:
     return url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
 
 
+def create_study(sweep: Path, pg_url: str, tmp_path: Path) -> dict[str, str]:
+    """`spikebench sweep --jobs 0`: the study and its plan, for workers; their env."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
+                                        "--results", str(tmp_path / "a")),
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    return env
+
+
 def trial_numbers(results: Path, marker: str) -> set[int]:
     """Trial numbers with a folder holding ``marker`` in one worker's results."""
     return {int(p.parent.name) for p in (results / STUDY / "trials").glob(f"*/{marker}")}
@@ -123,11 +133,7 @@ def test_a_dead_workers_trial_is_retried_with_its_arm(pg_url, tmp_path):
     sweep = write_sweep(tmp_path, name=name, trials=0, seeds="[0]",
                         space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
                         comparison='baseline = { "schedule.warmup_ratio" = 0.0 }\n')
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
-                                        "--results", str(tmp_path / "a")),
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert created.returncode == 0, created.stderr
+    env = create_study(sweep, pg_url, tmp_path)
     # A worker took the baseline arm and died before suggesting anything: its trial stays
     # RUNNING and its last heartbeat is an hour old.
     storage = make_storage(pg_url, heartbeat=True)
@@ -226,11 +232,7 @@ def test_two_workers_draw_distinct_search_trials(pg_url, tmp_path):
     name = "pgdistinct"
     sweep = write_sweep(tmp_path, name=name, trials=6, seeds="[0]", steps=6,
                         extra_study='sampler = "random"')
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    created = subprocess.run(spikebench("sweep", str(sweep), "--storage", pg_url, "--jobs", "0",
-                                        "--results", str(tmp_path / "a")),
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert created.returncode == 0, created.stderr
+    env = create_study(sweep, pg_url, tmp_path)
     workers = [subprocess.Popen(spikebench("worker", "--storage", pg_url, "--study", name,
                                            "--results", str(tmp_path / f"w{k}")),
                                 cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
