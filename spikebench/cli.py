@@ -64,13 +64,13 @@ def cmd_spikes(args: argparse.Namespace) -> int:
     from spikebench.scoring.run import score_log
     from spikebench.spikes.logs import read_log
 
+    if args.plot is not None and (Path(args.plot).is_dir()
+                                  or Path(args.plot).suffix.lower() != ".png"):
+        raise UserError(f"--plot {args.plot!r}: must be the path of a .png file")
     log = read_log(args.file, args.metric, args.grad_metric)
     res = score_log(log, rule=args.detector, gap=args.gap)
-    if args.plot:
+    if args.plot is not None:
         from spikebench.spikes.plot import plot_events
-
-        if Path(args.plot).is_dir() or Path(args.plot).suffix.lower() != ".png":
-            raise UserError(f"--plot {args.plot}: must be the path of a .png file")
 
         try:
             plot_events(log, res["events"], args.detector, args.plot)

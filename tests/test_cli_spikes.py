@@ -121,3 +121,11 @@ def test_subprocess_json_only_on_stdout(logs):
         capture_output=True, text=True, timeout=60,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+@pytest.mark.parametrize("plot", ["", "{d}", "{d}/plot.pdf"])
+def test_plot_path_must_be_a_png_file(capsys, logs, plot):
+    d, _ = logs
+    assert main(["spikes", str(d / "run.csv"), "--plot", plot.format(d=d)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be the path of a .png file" in err

@@ -1,14 +1,15 @@
 """Loading a sweep's results folder into records: the study, its sweep spec, its trials.
 
-``results/<study>/study.db`` holds one Optuna study; its user attributes hold the sweep spec,
-read back through the driver's own :class:`~spikebench.sweep.spec.SweepSpec`, so the report
-and the sweep cannot disagree on what a field means. Trial folders are read lazily and
-tolerantly: a report of a half-finished or partly deleted sweep must still come out.
+``results/<study>/study.db`` holds one Optuna study, opened read-only; its user attributes
+hold the sweep spec, read through the driver's own :class:`~spikebench.sweep.spec.SweepSpec`
+so report and sweep agree on each field. Trial folders are read lazily and tolerantly: each
+value is fitted to the shape sections read (:data:`ATTRS`, :data:`SUMMARY`, :data:`META`),
+and one that does not fit is dropped and noted in its trial's ``damaged``, never raised.
 """
 
 from __future__ import annotations
 
-import json
+import sqlite3
 import statistics
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +21,21 @@ import optuna
 import pandas as pd
 
 from spikebench.errors import UserError
+from spikebench.metrics import STEP
+from spikebench.report.shapes import (
+    ATTRS,
+    BAD,
+    JOB,
+    META,
+    SPEC,
+    STEP_AT,
+    SUMMARY,
+    fit,
+    short,
+    step,
+)
+from spikebench.report.storage import check_storage, find_storage, read_only
+from spikebench.spikes.logs import json_lines, parse_json
 from spikebench.sweep.spec import Param, SweepSpec
 from spikebench.values import finite
 
@@ -36,6 +52,12 @@ class TrialRecord:
     attrs: dict[str, Any]
     folder: Path | None
     duration_s: float | None
+    # What was dropped as damaged, e.g. 'seed-0/summary.json: spikes = "x" is not a table';
+    # a seed's files add theirs when they are first read.
+    damaged: list[str] = field(default_factory=list)
+
+    def note(self, problems: list[str]) -> None:
+        self.damaged.extend(p for p in problems if p not in self.damaged)
 
     @property
     def complete(self) -> bool:
@@ -66,8 +88,9 @@ class Study:
     """A loaded study: the sweep spec and every trial, in trial-number order.
 
     ``spec`` is None when the study has no readable spikebench sweep spec (a plain Optuna
-    study, or one stored by a version with other fields); ``spec_problem`` then says why
-    when there was one that could not be read. The properties read as empty without a spec.
+    study, one stored by a version with other fields, or one with a field of the wrong type);
+    ``spec_problem`` then says why when there was one. The properties read as empty without
+    a spec.
     """
 
     name: str
@@ -110,6 +133,11 @@ class Study:
     def spike_metric(self) -> str:
         return self.spec.spike_metric if self.spec else "severity"
 
+    @property
+    def damaged(self) -> list[str]:
+        """Every trial's damage notes so far, as ``trial <n>: <note>`` lines."""
+        return [f"trial {t.number}: {d}" for t in self.trials for d in t.damaged]
+
     def arm_trial(self, arm: str) -> TrialRecord | None:
         """The completed trial of a comparison arm; the latest one if a retry ran it twice."""
         done = [t for t in self.trials if t.arm == arm and t.complete]
@@ -117,65 +145,95 @@ class Study:
 
     @cached_property
     def metas(self) -> dict[int, dict[str, Any]]:
-        """``meta.json`` of the first seed folder of each trial that has one."""
+        """``meta.json`` of the first seed folder of each trial that has a readable one."""
         out = {}
         for t in self.trials:
             for seed_dir in seed_dirs(t):
-                meta = read_json(seed_dir / "meta.json")
+                meta = _trial_file(t, f"{seed_dir.name}/meta.json", META)
                 if meta is not None:
                     out[t.number] = meta
                     break
         return out
 
 
+def _read_object(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A JSON object from ``path`` and "", or None and why not ("" when it is missing)."""
+    try:
+        data = parse_json(Path(path).read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"cannot read ({e.strerror or type(e).__name__})"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except ValueError as e:
+        return None, f"not valid JSON ({e})"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object (a {type(data).__name__})"
+    return data, ""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None if missing, unreadable or not an object."""
+    return _read_object(path)[0]
+
+
+def _read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows of a JSONL log and what was skipped: broken lines and rows whose step is not an
+    integer in 0..2**53 - 1 are damage; a torn last line (a run killed or still writing) is
+    skipped silently."""
+    rows, bad = [], []
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        for i, row, ended in json_lines(Path(path)):
+            if isinstance(row, ValueError):
+                if ended:
+                    bad.append(f"line {i}: {row}")
+            elif not isinstance(row, dict):
+                bad.append(f"line {i}: not a JSON object (a {type(row).__name__})")
+            elif STEP in row and not step(row[STEP]):
+                bad.append(f"line {i}: {STEP} = {short(row[STEP])} is not {STEP_AT[1]}")
+            else:
+                rows.append(row)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        bad.append(f"cannot read ({e.strerror or type(e).__name__})")
+    if len(bad) > 1:
+        return rows, [f"{len(bad)} lines skipped (first: {bad[0]})"]
+    return rows, [f"skipped {b}" if b.startswith("line") else b for b in bad]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL log; a torn last line (a run killed mid-write) and blank or broken
     lines are skipped. Missing file: no rows."""
-    rows = []
-    try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
-    except OSError:
-        return []
-    return rows
+    return _read_rows(path)[0]
+
+
+def _trial_file(trial: TrialRecord, name: str, shape: dict) -> dict | None:
+    """A JSON file of the trial's folder (``name`` relative to it) fitted to ``shape``, its
+    damage noted on ``trial``; None where it is missing or unreadable."""
+    if trial.folder is None:
+        return None
+    data, problem = _read_object(trial.folder / name)
+    notes = [problem] if problem else []
+    if data is not None:
+        data = fit(data, shape, "", notes)
+    trial.note([f"{name}: {n}" for n in notes])
+    return data
+
+
+def trial_job(trial: TrialRecord) -> dict[str, Any] | None:
+    """The trial's ``trial.json`` (its resolved config), with ``config.spikes`` a table."""
+    return _trial_file(trial, "trial.json", JOB)
 
 
 def seed_dirs(trial: TrialRecord) -> list[Path]:
     """A trial's ``seed-<n>`` folders in seed order (numeric, so seed-10 after seed-9)."""
     if trial.folder is None:
         return []
-    dirs = [p for p in trial.folder.glob("seed-*") if p.is_dir() and p.name[5:].isdigit()]
+    dirs = [p for p in trial.folder.glob("seed-*")
+            if p.name[5:].isascii() and p.name[5:].isdigit() and p.is_dir()]
     return sorted(dirs, key=lambda p: int(p.name[5:]))
-
-
-def _find_storage(results_dir: Path) -> Path:
-    if not results_dir.exists():
-        raise UserError(f"{results_dir}: no such folder")
-    if not results_dir.is_dir():
-        raise UserError(f"{results_dir}: not a folder (give results/<study>)")
-    db = results_dir / "study.db"
-    if not db.is_file():
-        hint = ""
-        subs = sorted(p.name for p in results_dir.glob("*/study.db"))
-        if subs:
-            hint = f" (studies below it: {', '.join(str(results_dir / s) for s in subs[:3])})"
-        raise UserError(f"{results_dir}: no study.db{hint}")
-    return db
 
 
 def _pick_study(names: list[str], folder: str, url_text: str) -> str:
@@ -189,15 +247,17 @@ def _pick_study(names: list[str], folder: str, url_text: str) -> str:
                       "expected one, or one named like the folder")
 
 
-def _trial_folder(results_dir: Path, t: optuna.trial.FrozenTrial) -> Path | None:
+def _trial_folder(results_dir: Path, number: int, recorded: Any) -> Path | None:
     # The folder's own layout first, so a results folder that was moved or copied still
     # finds its logs; the recorded path second (it may be relative to the sweep's cwd).
-    own = results_dir / "trials" / f"{t.number:05d}"
+    own = results_dir / "trials" / f"{number:05d}"
     if own.is_dir():
         return own
-    recorded = t.user_attrs.get("dir")
-    if isinstance(recorded, str) and Path(recorded).is_dir():
-        return Path(recorded)
+    try:
+        if isinstance(recorded, str) and Path(recorded).is_dir():
+            return Path(recorded)
+    except (OSError, ValueError):  # a name too long, or with a NUL byte
+        pass
     return None
 
 
@@ -208,37 +268,47 @@ def _record(results_dir: Path, t: optuna.trial.FrozenTrial) -> TrialRecord:
     values = list(t.values) if t.values is not None else None
     if values is not None and not all(finite(v) for v in values):
         values = None
+    notes: list[str] = []
+    attrs = fit(dict(t.user_attrs), ATTRS, "", notes)
     return TrialRecord(
-        number=t.number, state=t.state.name, arm=str(t.user_attrs.get("arm", "search")),
-        params=dict(t.params), values=values, attrs=dict(t.user_attrs),
-        folder=_trial_folder(results_dir, t), duration_s=duration)
+        number=t.number, state=t.state.name, arm=attrs.get("arm", "search"),
+        params=dict(t.params), values=values, attrs=attrs,
+        folder=_trial_folder(results_dir, t.number, attrs.get("dir")), duration_s=duration,
+        damaged=[f"user attribute {n}" for n in notes])
 
 
 def load_study(results_dir: str | Path) -> Study:
-    """Open ``results_dir/study.db`` and load its single study and every trial.
+    """Open ``results_dir/study.db`` read-only and load its single study and every trial.
 
     Raises :class:`UserError` (one line) for a missing folder, a folder without
-    ``study.db``, a storage that cannot be opened or holds no study, several studies none
-    named like the folder, or a study with no trials. A study without a readable spikebench
-    sweep spec is loaded with ``spec=None`` (sections then say what is missing).
+    ``study.db``, a file that is not a whole Optuna storage, one that holds no study,
+    several studies none named like the folder, or a study with no trials. A study without
+    a readable spikebench sweep spec is loaded with ``spec=None`` and ``spec_problem``.
     """
     results_dir = Path(results_dir)
-    db = _find_storage(results_dir)
+    db = find_storage(results_dir)
+    check_storage(db)
     url = f"sqlite:///{db.resolve()}"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna's warnings about a damaged storage are multi-line logs: the one line below says it.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # A sweep may be writing the file right now: wait for its lock, do not fail.
             storage = optuna.storages.RDBStorage(
-                url, engine_kwargs={"connect_args": {"timeout": 60}})
+                url, engine_kwargs={"creator": lambda: read_only(db)})
             name = _pick_study(optuna.get_all_study_names(storage), results_dir.name, str(db))
             study = optuna.load_study(study_name=name, storage=storage)
             frozen = study.get_trials(deepcopy=False)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - SQLAlchemy and Optuna errors vary
+        chain = [e]
+        while chain[-1].__cause__ is not None:  # Optuna wraps SQLite's error in a vaguer one
+            chain.append(chain[-1].__cause__)
+        e = next((c for c in chain if isinstance(c, sqlite3.Error)), e)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if "readonly" in first:
+            first += "; it needs a repair, and a report opens it read-only"
         raise UserError(f"{db}: cannot read the Optuna storage ({first})") from None
     if not frozen:
         raise UserError(f"{results_dir}: study {name!r} has no trials yet")
@@ -251,9 +321,14 @@ def load_study(results_dir: str | Path) -> Study:
 
 
 def _read_spec(stored: Any) -> tuple[SweepSpec | None, str]:
-    """The stored sweep spec and "", or None and why it cannot be read ("" if there is none)."""
-    if not isinstance(stored, dict) or not stored:
+    """The stored sweep spec and "", or None and why it cannot be read ("" if there is none).
+    A field of the wrong type makes the whole spec unreadable: a section cannot do without
+    the field it reads."""
+    if stored is None or stored == {}:
         return None, ""
+    notes: list[str] = []
+    if fit(stored, SPEC, "spec", notes) is BAD or notes:
+        return None, notes[0] + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")
     try:
         return SweepSpec.from_dict(stored), ""
     except (TypeError, KeyError, ValueError, AttributeError) as e:
@@ -262,15 +337,17 @@ def _read_spec(stored: Any) -> tuple[SweepSpec | None, str]:
 
 
 def seed_log(trial: TrialRecord, seed: int) -> dict[str, Any] | None:
-    """One seed's logs: metric rows, summary and meta (None where a file is missing), or
-    None if the seed has no folder at all."""
+    """One seed's logs: metric rows, summary and meta (None where a file is missing or
+    unreadable), or None if the seed has no folder at all. Damage is noted on ``trial``."""
     if trial.folder is None:
         return None
     d = trial.folder / f"seed-{seed}"
     if not d.is_dir():
         return None
-    return {"rows": read_jsonl(d / "metrics.jsonl"), "summary": read_json(d / "summary.json"),
-            "meta": read_json(d / "meta.json")}
+    rows, problems = _read_rows(d / "metrics.jsonl")
+    trial.note([f"{d.name}/metrics.jsonl: {p}" for p in problems])
+    return {"rows": rows, "summary": _trial_file(trial, f"{d.name}/summary.json", SUMMARY),
+            "meta": _trial_file(trial, f"{d.name}/meta.json", META)}
 
 
 def trials_frame(study: Study) -> pd.DataFrame:

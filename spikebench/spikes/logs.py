@@ -13,16 +13,20 @@ order). Loss: ``--metric`` if given, else ``loss``, ``train/loss``, ``train_loss
 W&B export column ``<run> - train/loss`` (not its ``__MIN``/``__MAX`` companions), then a
 TensorBoard-style ``value``. Grad norm (optional): ``grad_norm``, ``optim/grad_norm``,
 ``train/grad_norm``. Values that read as numbers (including ``nan``/``inf``) are kept;
-anything else is an error naming the file, the column, the row and the value. Rows are
+anything else is an error naming the file, the column, the row and the value, as are steps
+past 0..2**53 - 1 (floats stop being exact) and a CSV row of the wrong width. Rows are
 sorted by step; for repeated steps (a resumed run) the last row wins.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -32,6 +36,10 @@ from spikebench.errors import UserError
 STEP_NAMES = ("step", "_step", "global_step")
 LOSS_NAMES = ("loss", M.TRAIN_LOSS, "train_loss")
 GRAD_NAMES = ("grad_norm", M.GRAD_NORM, "train/grad_norm")
+MAX_STEP = 2**53 - 1  # the largest step a float (pandas, plots) still holds exactly
+# Longer integers are past a float's range (and near Python's 4,300-digit parsing limit):
+# damage, not a value.
+MAX_INT_DIGITS = 300
 
 
 @dataclass
@@ -63,26 +71,96 @@ def _find(columns: list[str], names: tuple[str, ...], *, wandb: bool = False) ->
     return None
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    rows = []
-    with path.open(encoding="utf-8") as f:
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits")
+    return int(text)
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` that fails only with a ValueError carrying a short reason, also where
+    json itself would raise RecursionError (deep nesting) or hit Python's int-string limit:
+    a damaged line must be a one-line error or a skipped row, never a traceback."""
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(e.msg) from None
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any, bool]]:
+    """(line number, value or a ValueError saying why there is none, whether the line ended)
+    per non-blank line. Bytes that are not UTF-8 spoil their own line only, so a reader can
+    name it."""
+    with path.open(encoding="utf-8", errors="surrogateescape") as f:
         for i, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
+            text = line.strip()
+            if not text:
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}: line {i}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise UserError(f"{path}: line {i}: expected a JSON object, got {type(obj).__name__}")
-            rows.append(obj)
+                text.encode("utf-8")
+                value = parse_json(text)
+            except UnicodeEncodeError:
+                value = ValueError("not UTF-8 text")
+            except ValueError as e:
+                value = ValueError(f"not valid JSON ({e})")
+            yield i, value, line.endswith("\n")
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    rows = []
+    for i, obj, _ in json_lines(path):
+        if isinstance(obj, ValueError):
+            raise UserError(f"{path}: line {i}: {obj}")
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}: line {i}: expected a JSON object, got {type(obj).__name__}")
+        rows.append(obj)
     # Built by hand: pandas would fill absent keys with NaN, indistinguishable from a logged
     # NaN loss; absent keys must read as missing (None).
     cols: dict[str, None] = {}
     for r in rows:
         cols.update(dict.fromkeys(r))
     return pd.DataFrame({c: [r.get(c) for r in rows] for c in cols}, dtype=object)
+
+
+def _read_csv(path: Path, sep: str) -> pd.DataFrame:
+    """Cells as strings. Read by hand, not by pandas, which turns a row with extra fields into
+    an index and fills a short one: a ragged row is refused with its line number."""
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=sep, strict=True)
+        try:
+            for fields in reader:
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue  # a blank line
+                if header is None:
+                    header = fields
+                elif len(fields) != len(header):
+                    n = len(fields)
+                    raise UserError(f"{path}: line {reader.line_num}: {n} field"
+                                    f"{'' if n == 1 else 's'}, the header has {len(header)}")
+                else:
+                    rows.append(fields)
+        except csv.Error as e:
+            raise UserError(f"{path}: line {reader.line_num}: cannot read ({e})") from None
+    if header is None:
+        raise UserError(f"{path}: empty file")
+    return pd.DataFrame(rows, columns=_unique(header), dtype=object)
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Header names made distinct as pandas does (``loss``, ``loss.1``), so a repeated name
+    cannot silently merge two columns."""
+    out: list[str] = []
+    for n in names:
+        name, k = n, 0
+        while name in out:
+            k += 1
+            name = f"{n}.{k}"
+        out.append(name)
+    return out
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -106,7 +184,7 @@ def _numeric(df: pd.DataFrame, col: str, path: Path, *, required: bool) -> list[
             raise UserError(f"{path}: column {col!r}, row {i + 1}: non-numeric value {v!r}")
         try:
             x = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UserError(
                 f"{path}: column {col!r}, row {i + 1}: non-numeric value {v!r}"
             ) from None
@@ -129,13 +207,8 @@ def read_log(
         if _is_jsonl(p):
             df = _read_jsonl(p)
         else:
-            sep = "\t" if p.suffix.lower() == ".tsv" else ","
-            df = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False)
-    except UserError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise UserError(f"{p}: empty file") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
+            df = _read_csv(p, "\t" if p.suffix.lower() == ".tsv" else ",")
+    except (OSError, UnicodeDecodeError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{p}: cannot read: {msg}") from None
     if df.empty or not len(df.columns):
@@ -172,6 +245,9 @@ def read_log(
         if s is None or not math.isfinite(s) or s != int(s):
             what = "missing step" if s is None else f"step {s!r} is not an integer"
             raise UserError(f"{p}: column {step_col!r}, row {i + 1}: {what}")
+        if not 0 <= s <= MAX_STEP:
+            raise UserError(f"{p}: column {step_col!r}, row {i + 1}: step "
+                            f"{df[step_col].iloc[i]!r} is out of range (allowed: 0 to 2**53 - 1)")
     out = pd.DataFrame(
         {"step": [step[i] for i in keep], "loss": [loss[i] for i in keep]}, dtype=float
     )

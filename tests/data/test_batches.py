@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from spikebench.config import load
-from spikebench.errors import UserError
 from spikebench.data.batches import BatchStream
 from spikebench.data.corpus import load_corpus
 from spikebench.data.curriculum import window_entropy
 from spikebench.data.seeds import derive_seed
 from spikebench.data.windows import gather_windows
+from spikebench.errors import UserError
 
 torch.set_num_threads(1)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from spikebench.report.arms import classify_arm
 from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
-from spikebench.report.data import Study, read_json
+from spikebench.report.data import Study, trial_job
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
 
@@ -69,7 +69,7 @@ def _distinct(values) -> list[str]:
 def _first_config(study: Study) -> dict[str, Any]:
     for t in study.trials:
         if t.folder is not None:
-            job = read_json(t.folder / "trial.json")
+            job = trial_job(t)
             if job and isinstance(job.get("config"), dict):
                 return job["config"]
     return {}

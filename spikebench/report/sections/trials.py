@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spikebench.report.blocks import DASH, Block, Cell, Table, num, para
+from spikebench.report.blocks import DASH, Block, Cell, Table, notes, num, para
 from spikebench.report.data import Study
 from spikebench.report.sections.section import Info
 
@@ -20,6 +20,7 @@ class TrialsInfo(Info):
     param_keys: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     spike_metric: str = "severity"
+    damaged: list[str] = field(default_factory=list)  # trial files and attributes dropped
 
 
 def info(study: Study) -> TrialsInfo:
@@ -40,7 +41,9 @@ def info(study: Study) -> TrialsInfo:
             "final_loss": t.final_loss_median, "duration_s": t.duration_s,
             "note": str(a.get("error") or a.get("cause") or ""),
         })
-    return TrialsInfo(param_keys=keys, rows=rows, spike_metric=study.spike_metric)
+    # Read last: the sections before this one have read (and noted) every file they used.
+    return TrialsInfo(param_keys=keys, rows=rows, spike_metric=study.spike_metric,
+                      damaged=study.damaged)
 
 
 def _param(v: Any) -> Cell:
@@ -67,5 +70,7 @@ def blocks(tr: TrialsInfo, images: frozenset[str]) -> list[Block]:
     rows = [[Cell(str(r["number"]), r["number"]), Cell(r["state"]), Cell(r["arm"])]
             + [_param(r["params"].get(k)) for k in keys] + _scores(r) for r in tr.rows]
     numeric = [True, False, False] + [False] * len(keys) + [True] * 7 + [False]
+    damaged = ([para(f"Damaged input, dropped from this report ({len(tr.damaged)}):"),
+                *notes(tr.damaged)] if tr.damaged else [])
     return [para("In the HTML report, click a column header to sort."),
-            Table(cols, rows, sortable=True, numeric=numeric)]
+            Table(cols, rows, sortable=True, numeric=numeric), *damaged]
