@@ -6,7 +6,7 @@ values raise :class:`~spikebench.errors.UserError` with one line naming the key,
 and what is allowed, before anything runs.
 """
 
-from spikebench.config.build import build
+from spikebench.config.build import build, off_value, optional_key
 from spikebench.config.load import (
     BUDGET_KEYS,
     PACKAGE_ROOT,
@@ -35,6 +35,6 @@ from spikebench.config.schema import (
 __all__ = [
     "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "Config", "CurriculumConfig", "DataConfig",
     "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "RunConfig",
-    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "from_dict", "load", "load_toml",
+    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "off_value", "optional_key", "from_dict", "load", "load_toml",
     "parse_override", "resolve", "resolve_flat",
 ]

@@ -93,3 +93,22 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
             optional = type(None) in typing.get_args(tp)
             _check_range(name, kwargs[key], fields[key].metadata, optional)
     return cls(**kwargs)
+
+
+def optional_key(cls: type, key: str) -> bool:
+    """Whether dotted ``key`` of dataclass ``cls`` takes None ("off"), e.g. ``optim.clip``."""
+    tp: Any = cls
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(tp):
+            return False
+        hints = typing.get_type_hints(tp)
+        if part not in hints:
+            return False
+        tp = hints[part]
+    return type(None) in typing.get_args(tp)
+
+
+def off_value(value: Any) -> bool:
+    """"off", "none" or "null", as a config reads them for an optional key."""
+    return value is None or (isinstance(value, str) and value.lower() in _OFF)
+

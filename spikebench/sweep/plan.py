@@ -29,7 +29,7 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         f"  seeds per trial: {spec.seeds}",
         f"  workers: {jobs if jobs is not None else 'auto'} (cores here: {os.cpu_count()})",
         "base config overrides:",
-        *[f"  {k} = {json.dumps(v)}" for k, v in spec.base.items()],
+        *[f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in spec.base.items()],
         "search space:",
         *[f"  {p.key}: {p.describe()}" for p in spec.space],
         f"plan: {len(spec.arms)} comparison arms + {spec.trials} search trials, "
@@ -39,7 +39,7 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         note = " (the article's recipe: the file declares none)" if (
             arm == "recipe" and spec.default_recipe) else ""
         lines.append(f"  arm {arm!r}{note}: " + ", ".join(
-            f"{k}={'off' if v is None else json.dumps(v)}" for k, v in values.items()))
+            f"{k}={'off' if v is None else json.dumps(v, ensure_ascii=False)}" for k, v in values.items()))
     if spec.trials:
         lines.append(f"  then {spec.trials} trials sampled by {spec.sampler}")
     return "\n".join(lines)

@@ -180,6 +180,8 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
         choices = spec["choices"]
         if not isinstance(choices, list) or not choices:
             raise _err(path, where + ".choices", choices, "must be a non-empty list")
+        if cfgmod.optional_key(cfgmod.Config, key):  # "off" among the choices is None
+            choices = [None if cfgmod.off_value(c) else c for c in choices]
         return Param(key, choices=tuple(choices))
     low, high = spec.get("low"), spec.get("high")
     for name, v in (("low", low), ("high", high)):
@@ -330,10 +332,9 @@ def _config_value(cfg: cfgmod.Config, key: str) -> Any:
 
 
 def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
-    """"off" for an off-able dimension means None, as in a config (e.g. no clipping); for
-    any other key (curriculum.kind = "off") it stays a plain value."""
-    offable = {p.key for p in space if p.off}
-    return {k: None if k in offable and isinstance(v, str) and v.lower() == "off" else v
+    """"off" ("none", "null") for a key that takes None means None, as ``train`` reads it
+    (e.g. no clipping); for any other key (curriculum.kind = "off") it stays a value."""
+    return {k: None if cfgmod.optional_key(cfgmod.Config, k) and cfgmod.off_value(v) else v
             for k, v in values.items()}
 
 

@@ -128,3 +128,18 @@ def test_dry_run_prints_plan_and_runs_nothing(tmp_path, capsys):
     assert "3 comparison arms + 3 search trials, x 2 seeds = 12 training runs" in out
     assert "optim.clip: float in [0.1, 10] log-uniform or \"off\"" in out
     assert not (tmp_path / "r").exists()
+
+
+def test_off_reads_as_train_reads_it_in_choices_and_arms(tmp_path):
+    # "off" among an optional key's choices is None, so the baseline's clip (None) fits;
+    # an arm's "none" means no clipping, as `train --set optim.clip=none` does.
+    f = tmp_path / "s.toml"
+    f.write_text('[study]\ntarget_loss = 3.0\n[space]\n"optim.clip" = { choices = ["off", 1.0] }\n'
+                 '[comparison.arms]\n"none" = { "optim.clip" = "none" }\n')
+    spec = load_sweep(f)
+    assert spec.space[0].choices == (None, 1.0)
+    assert spec.arms["baseline"]["optim.clip"] is None and spec.arms["none"]["optim.clip"] is None
+    # A literal "off" of a key that takes no None stays a value.
+    f.write_text('[study]\ntarget_loss = 3.0\n[space]\n"curriculum.kind" = { choices = ["off", '
+                 '"seqlen"] }\n')
+    assert load_sweep(f).space[0].choices == ("off", "seqlen")
