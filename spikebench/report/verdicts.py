@@ -92,20 +92,25 @@ def judge(shown: tuple[list[float], list[float]], claimed: float, *,
         return Verdict(INCONCLUSIVE, "no matched seeds", None, None, iv, None)
     sup, p0, _ = _decide(*(worst or shown), claimed)
     nots, _, pc = _decide(*(best or shown), claimed)
+    # The table prints the p-values of the values it shows; a reason names the decisive one.
+    shown_verdict, p0_shown, pc_shown = _decide(a, b, claimed)
     differing = sum(1 for x, y in zip(a, b, strict=True) if x != y)
     if sup == SUPPORTED:
-        return Verdict(SUPPORTED, f"p = {p0:.3g} against no change", p0, pc, iv, None)
+        return Verdict(SUPPORTED, f"p = {p0:.3g} against no change", p0_shown, pc_shown, iv,
+                       None)
     if nots == NOT_SUPPORTED:
-        return Verdict(NOT_SUPPORTED, f"p = {pc:.3g} against the claimed change", p0, pc,
-                       iv, None)
+        return Verdict(NOT_SUPPORTED, f"p = {pc:.3g} against the claimed change", p0_shown,
+                       pc_shown, iv, None)
     if differing < MIN_PAIRS:
         why = (f"only {differing} differing pair(s): an exact test needs {MIN_PAIRS} to "
                "reach p < 0.05")
-    elif worst is not None and sup != _decide(a, b, claimed)[0]:
-        why = "holds only if the censored times stop at the budget"
+    elif shown_verdict != INCONCLUSIVE:
+        why = (f"{shown_verdict} only if the censored times stop at the budget; they could "
+               "be longer")
     else:
-        why = f"p = {p0:.3g} against no change, {pc:.3g} against the claim"
-    return Verdict(INCONCLUSIVE, why, p0, pc, iv, _seeds_needed(iv, claimed, differing))
+        why = f"p = {p0_shown:.3g} against no change, {pc_shown:.3g} against the claim"
+    return Verdict(INCONCLUSIVE, why, p0_shown, pc_shown, iv,
+                   _seeds_needed(iv, claimed, differing))
 
 
 def _seeds_needed(iv: Interval, claimed: float, differing: int) -> int | None:

@@ -47,10 +47,11 @@ def test_claims_rows_in_markdown(md):
                           "6 to reach p &lt; 0.05)")
     steps = _row(md, "-25% training time", "steps to target")
     wall = _row(md, "-25% training time", "wall time to target")
-    # 3 pairs, all faster: the sign-flip test gives 2/2^3 = 0.25; against -25% p = 1.
+    # 3 pairs, all faster: the sign-flip test gives 2/2^3 = 0.25. Against -25%, recipe - 0.75
+    # x baseline is 60 - 60 = 0, 65 - 75 = -10, 70 - 75 = -5: two pairs one way, p = 2/4.
     assert steps[2:7] == ["93.3", "65.0", "3/3",
                           "-30% (no 95% interval: 3 pair(s): an exact test needs 6)",
-                          "0.25; 1"]
+                          "0.25; 0.5"]
     assert steps[7].startswith("inconclusive<br>(only 3 differing pair(s)")
     assert wall[2:5] == ["10.3", "6.5", "3/3"] and wall[5].startswith("-37% ")
     assert wall[7] == "not judged<br>(emulated precision)"
@@ -72,5 +73,5 @@ def test_strategy_table_cells_in_markdown(md):
 def test_the_same_cells_in_html(page):
     assert "<td>33%</td><td>100%</td><td>3/3</td><td>+200% [" in page
     assert ("<td>93.3</td><td>65.0</td><td>3/3</td><td>-30% (no 95% interval: 3 pair(s): an "
-            "exact test needs 6)</td><td>0.25; 1</td><td>inconclusive<br>") in page
+            "exact test needs 6)</td><td>0.25; 0.5</td><td>inconclusive<br>") in page
     assert "<td>100% [29%, 100%] (3/3)<br>Δ +67 pp [-6 pp, +94 pp], 3 matched</td>" in page
