@@ -27,13 +27,6 @@ class Estimate:
     n: int
     method: str = ""
 
-    @property
-    def half_width(self) -> float | None:
-        if self.lo is None or self.hi is None or not (math.isfinite(self.lo)
-                                                      and math.isfinite(self.hi)):
-            return None
-        return (self.hi - self.lo) / 2
-
 
 NONE = Estimate(None, None, None, 0, "no data")
 

@@ -27,7 +27,6 @@ class SummaryInfo(Info):
     sentences: list[str] = field(default_factory=list)
     forest: list[dict[str, Any]] = field(default_factory=list)  # one row per arm
     curves: list[dict[str, Any]] = field(default_factory=list)  # baseline and recipe seeds
-    n_seeds: int = 0
 
 
 def _sentence(r: dict[str, Any]) -> str:
@@ -53,7 +52,7 @@ def info(study: Study) -> SummaryInfo:
             picked.append({"arm": arm, "seeds": curves.trial_seeds(t)})
     return SummaryInfo(sentences=[_sentence(r) for r in c.rows] if c.available else
                        [f"The article's claims are not tested: {c.reason}."],
-                       forest=forest, curves=picked, n_seeds=len(study.seeds))
+                       forest=forest, curves=picked)
 
 
 def blocks(i: SummaryInfo, images: frozenset[str]) -> list[Block]:
