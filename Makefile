@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep report train lint clean
+.PHONY: install test mutations sweep sweep-lr report train lint clean
 
 install: $(STAMP)
 
@@ -35,6 +35,11 @@ mutations: install
 sweep: install
 	$(BIN)/spikebench sweep $(SWEEP) $(ARGS)
 	$(BIN)/spikebench report $(STUDY)
+
+# The second scenario: spontaneous high-LR instability, LR sensitivity per strategy.
+sweep-lr: install
+	$(BIN)/spikebench sweep sweeps/lr-stability.toml $(ARGS)
+	$(BIN)/spikebench report results/lr-stability
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)

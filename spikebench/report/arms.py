@@ -48,6 +48,11 @@ def strategy_of(key: str, value: Any, *, schedule_kind: str = "cosine") -> tuple
                     str(value))
     if k == "curriculum.kind":
         return None if off else ("curriculum", f"curriculum ({value})")
+    if k == "model.qk_norm":
+        return None if off else ("qk_norm", "qk-layernorm")
+    if k == "model.z_loss":
+        return None if off else ("z_loss", f"z-loss {value:g}" if finite(value)
+                                 else f"z-loss {value}")
     if "dedup" in k or "clean" in k:
         return None if off else ("data_cleaning", "data dedup & cleaning")
     if "rollback" in k:

@@ -53,7 +53,7 @@ ARMS: Kind = (lambda x: isinstance(x, dict) and all(isinstance(v, dict) for v in
 # What the sections read from a trial's user attributes, a seed's files and the stored spec.
 PER_SEED = {"seed": INTEGER, "status": TEXT, "diverged_step": STEP_AT, **dict.fromkeys((
     "n_events", "n_injected_events", "severity", "events_per_1k",
-    "steps_to_target", "seconds_to_target", "final_val_loss", "initial_val_loss", "seconds",
+    "steps_to_target", "seconds_to_target", "final_val_loss", "initial_val_loss", "seconds", "max_attn_logit",
     "convergence"), NUMBER)}
 ATTRS = {"arm": TEXT, "dir": TEXT, "overrides": TABLE, "per_seed": [PER_SEED],
          **dict.fromkeys(("spikes", "convergence", "n_events_median", "diverged_seeds",
@@ -69,7 +69,7 @@ SPEC = {**dict.fromkeys(("path", "name", "sampler", "pruner", "storage", "notes"
         **dict.fromkeys(("trials", "steps", "eval_every"), COUNT),
         "seeds": [INTEGER], "objective": _one_of(OBJECTIVES),
         "spike_metric": _one_of(SPIKE_METRICS), "target_loss": NUMBER, "spike_limit": NUMBER,
-        "base": TABLE, "space": [PARAM], "arms": ARMS, "default_recipe": FLAG}
+        "base": TABLE, "space": [PARAM], "arms": ARMS, "grid": TABLE, "default_recipe": FLAG}
 BAD = object()  # what a value that does not fit its shape becomes
 
 

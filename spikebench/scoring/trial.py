@@ -72,6 +72,7 @@ def seed_values(summary: dict[str, Any], *, steps: int, target: float) -> dict[s
         "seconds_to_target": _num(ttt.get("seconds")) if stt is not None else None,
         "final_val_loss": final,
         "initial_val_loss": _num(summary.get("initial_val_loss")),
+        "max_attn_logit": _num(summary.get("max_attn_logit")),
         "seconds": _num(summary.get("seconds")),
         "convergence": float(convergence(stt, final, steps=steps, target=target,
                                          diverged=diverged)),

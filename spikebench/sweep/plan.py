@@ -35,6 +35,11 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         f"plan: {len(spec.arms)} comparison arms + {spec.trials} search trials, "
         f"x {len(spec.seeds)} seeds = {runs} training runs",
     ]
+    if spec.grid:
+        at = spec.arms["baseline"]
+        lines.append("  grid: every arm at " + "; ".join(
+            f"{k} in {json.dumps(v)}" for k, v in spec.grid.items()) + " (the arms at "
+            + ", ".join(f"{k}={json.dumps(at[k])}" for k in spec.grid) + " keep their names)")
     for arm, values in spec.arms.items():
         note = " (the article's recipe: the file declares none)" if (
             arm == "recipe" and spec.default_recipe) else ""

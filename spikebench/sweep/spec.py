@@ -6,7 +6,8 @@ A sweep file has four tables::
                   spike_metric, sampler, pruner, storage
     [config]      the base train config of every trial (the same keys as a train config)
     [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
-    [comparison]  baseline = {...}, recipe = {...}, [comparison.arms] name = {...}
+    [comparison]  baseline = {...}, recipe = {...} | false, grid = {"key" = [values]},
+                  [comparison.arms] name = {...}
 
 Every problem raises :class:`~spikebench.config.UserError` naming the file, the key, the
 value and what is allowed. Each trial's config is resolved here once, so a bad value in an
@@ -16,10 +17,11 @@ arm or at an end of the search space is refused before the first trial starts.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,6 +107,9 @@ class SweepSpec:
     notes: str = ""
     # True when the recipe arm is ARTICLE_RECIPE because the file declares none.
     default_recipe: bool = False
+    # [comparison] grid: every arm was crossed with these values ({"optim.lr": [...]}); the
+    # arms at the base config's values keep their plain names.
+    grid: dict[str, list] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -291,6 +296,15 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
     _check_one_budget(path, base, space, {})  # the space first: it shapes the arms
     comparison = raw.get("comparison", {})
     arms = _parse_comparison(path, comparison, base, base_cfg, space)
+    grid = _parse_grid(path, comparison.get("grid", {}), base, base_cfg, space)
+    at = {k: _config_value(base_cfg, k) for k in grid}
+    for arm, values in arms.items():
+        for k in grid:
+            if k in values and values[k] != at[k]:
+                raise _err(path, f"comparison arm {json.dumps(arm)}: {k}", values[k],
+                           f"{k} is on the comparison grid, which runs every arm at each of "
+                           "its values: drop it from the arm")
+    arms = cross(arms, grid, at)
     _check_one_budget(path, base, space, arms)
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
@@ -299,6 +313,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
         steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
         notes=str(st.get("notes", "")),
         default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,
+        grid=grid,
     )
 
 
@@ -348,12 +363,14 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     declares none gets :data:`ARTICLE_RECIPE`, whose keys outside the search space are plain
     config overrides of that arm.
     """
-    if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms"}:
+    if not isinstance(table, dict) or set(table) - {"baseline", "recipe", "arms", "grid"}:
         raise _err(path, "comparison", sorted(table) if isinstance(table, dict) else table,
-                   "allowed keys: baseline, recipe, arms")
-    for key in ("baseline", "recipe"):
-        if key in table and not isinstance(table[key], dict):
-            raise _err(path, f"comparison.{key}", table[key], "must be a table")
+                   "allowed keys: baseline, recipe, arms, grid")
+    if not isinstance(table.get("baseline", {}), dict):
+        raise _err(path, "comparison.baseline", table["baseline"], "must be a table")
+    if "recipe" in table and not isinstance(table["recipe"], dict) and table["recipe"] is not False:
+        raise _err(path, "comparison.recipe", table["recipe"],
+                   "must be a table, or false for no recipe arm")
     baseline = _offs(flatten(table.get("baseline", {})), space)
     for p in space:
         baseline.setdefault(p.key, _config_value(base_cfg, p.key))
@@ -365,7 +382,8 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
             raise _err(path, f"comparison.arms.{reserved}", arms_table[reserved],
                        f"{reserved!r} is declared as [comparison] {reserved}, not as an arm")
     named = {"baseline": {}, **arms_table}
-    named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
+    if table.get("recipe") is not False:
+        named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
     arms: dict[str, dict[str, Any]] = {}
     for arm, changes in named.items():
         if not isinstance(changes, dict):
@@ -386,3 +404,55 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
         arms[arm] = flat
     return arms
 
+
+
+def _parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
+    """``[comparison] grid``: config keys and the values every arm is run at.
+
+    The base config's value of each key must be among them: the arms there keep their plain
+    names, and the strategy table compares arms at that point.
+    """
+    if not isinstance(table, dict):
+        raise _err(path, "comparison.grid", table, 'must be a table {"key" = [values]}')
+    grid: dict[str, list] = {}
+    dims = {p.key: p for p in space}
+    for key, values in flatten(table).items():
+        where = f"comparison.grid.{json.dumps(key)}"
+        if (not isinstance(values, list) or not values
+                or len({json.dumps(v) for v in values}) != len(values)):
+            raise _err(path, where, values, "must be a non-empty list of distinct values")
+        if key in SEEDED_KEYS:
+            raise _err(path, where, values, f"{key} is set by study.seeds for every trial")
+        for v in values:
+            try:
+                resolve_config(base, {key: v})
+            except UserError as e:
+                raise UserError(f"{path}: {where}: {e}") from None
+            if key in dims and not dims[key].contains(v):
+                raise _err(path, where, v, f"outside the search space ({dims[key].describe()})")
+        at = _config_value(base_cfg, key)
+        if at not in values:
+            raise _err(path, where, values, f"must include the base config's value {at!r} "
+                       "(where the strategy table compares the arms); set it in [config]")
+        grid[key] = values
+    return grid
+
+
+def grid_name(arm: str, point: dict[str, Any]) -> str:
+    """``clip 1.0 @ optim.lr=0.1``: an arm crossed with one grid point."""
+    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in point.items())
+    return f"{arm} @ {shown}"
+
+
+def cross(arms: dict[str, dict[str, Any]], grid: dict[str, list],
+          at: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every arm at every grid point, arm by arm; the point ``at`` keeps the plain name."""
+    if not grid:
+        return arms
+    points = [dict(zip(grid, combo, strict=True)) for combo in itertools.product(*grid.values())]
+    out: dict[str, dict[str, Any]] = {}
+    for arm, values in arms.items():
+        for point in points:
+            out[arm if point == at else grid_name(arm, point)] = {**values, **point}
+    return out

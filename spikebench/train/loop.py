@@ -203,6 +203,10 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     seconds = buffer.elapsed()
     monitor.finish()
     vals = [v for _, v in val_history if math.isfinite(v)]
+    # The largest pre-softmax attention logit any probe saw: the quantity that grows without
+    # bound at high LR in small Transformers (Wortsman et al. 2023) unless qk-norm bounds it.
+    logits = [float(v) for r in history for k, v in r.items()
+              if k.startswith(M.ATTN_LOGIT_MAX) and math.isfinite(float(v))]
     summary = {
         "status": status,
         "steps": diverged_step if diverged_step is not None else step,
@@ -212,6 +216,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "initial_val_loss": val_history[0][1],
         "final_val_loss": val_history[-1][1] if status == "completed" else None,
         "best_val_loss": min(vals) if vals else None,
+        "max_attn_logit": max(logits) if logits else None,
         "skipped_steps": int(skipped),
         "precision": precision.label,
         "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in val_history],
