@@ -24,6 +24,17 @@ def has_comparison(study: Study) -> bool:
     return "baseline" in study.arms and len(study.arms) >= 2
 
 
+def table_arms(study: Study) -> dict[str, dict[str, Any]]:
+    """The arms the strategy table compares: every arm; for arms crossed with a
+    ``[comparison] grid``, those at the baseline's grid values (their plain names), because
+    the table compares strategies at one point and the LR sections across the grid."""
+    grid = study.spec.grid if study.spec else {}
+    if not grid or "baseline" not in study.arms:
+        return study.arms
+    at = {k: study.arms["baseline"].get(k) for k in grid}
+    return {a: v for a, v in study.arms.items() if all(v.get(k) == at[k] for k in grid)}
+
+
 def strategy_of(key: str, value: Any, *, schedule_kind: str = "cosine") -> tuple[str, str] | None:
     """(strategy key, label) of one config value, None where the value means "off", or
     ("unknown", key) for a key no rule knows.

@@ -7,7 +7,7 @@ a time.
 """
 
 import pytest
-from fixtures import LR, SPACE, make_study, make_xss_study
+from fixtures import LR, SPACE, make_lr_study, make_study, make_xss_study
 
 from spikebench.cli import main
 from spikebench.report import build_report
@@ -29,6 +29,18 @@ def nocomp(root):
     # No designed comparison, an LR dimension, no trial folders (a study copied bare).
     return load_study(make_study(root, folder="nocomp", arms={}, search=6,
                                  space=SPACE + [LR], folders=False))
+
+
+@pytest.fixture(scope="session")
+def lr_arms(root):
+    # The LR-stability shape: comparison arms crossed with an LR grid, 6 seeds.
+    return load_study(make_lr_study(root, "lr-arms", via="arms", folders=True))
+
+
+@pytest.fixture(scope="session")
+def lr_search(root):
+    # The same grid and outcomes from search trials over categorical dimensions.
+    return load_study(make_lr_study(root, "lr-search", via="search"))
 
 
 @pytest.fixture(scope="session")

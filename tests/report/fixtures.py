@@ -67,11 +67,13 @@ def storage_url(study_dir: Path) -> str:
 
 
 def outcome(status="completed", events=1, reached_at=None, seconds=None, final=3.2,
-            diverged_step=None) -> dict[str, Any]:
+            diverged_step=None, initial=5.5, attn=None) -> dict[str, Any]:
     """One seed's outcome: spike events (each one at a fixed step), the step the target
-    was reached at (None: missed), wall seconds to it, final validation loss."""
+    was reached at (None: missed), wall seconds to it, final and initial validation loss,
+    the largest attention logit (None: not probed)."""
     return {"status": status, "events": events, "reached_at": reached_at,
-            "seconds": seconds, "final": final, "diverged_step": diverged_step}
+            "seconds": seconds, "final": final, "diverged_step": diverged_step,
+            "initial": initial, "attn": attn}
 
 
 def default_outcome(arm: str, seed: int) -> dict[str, Any]:
@@ -117,7 +119,7 @@ def _curve(o: dict[str, Any], seed: int, steps: int) -> tuple[list[dict], list[d
     """Metric rows and spike events of one seed: a decaying loss with a bump per event."""
     onsets = [20 + 25 * i for i in range(o["events"])]
     last = o["diverged_step"] or steps
-    rows: list[dict[str, Any]] = [{STEP: 0, VAL_LOSS: 5.5, TOKENS: 0, ELAPSED_S: 0.0}]
+    rows: list[dict[str, Any]] = [{STEP: 0, VAL_LOSS: o["initial"], TOKENS: 0, ELAPSED_S: 0.0}]
     for step in range(1, last + 1):
         loss = 2.6 + 2.9 * math.exp(-step / 15) + 0.01 * ((step * 7 + seed) % 5)
         loss += sum(2.0 for s in onsets if s <= step < s + 3)
@@ -139,8 +141,8 @@ def _write_seed(d: Path, o: dict[str, Any], seed: int, steps: int, precision: st
     reached = o["reached_at"] is not None
     summary = {
         "status": o["status"], "steps": o["diverged_step"] or steps, "seconds": 10.0 + seed,
-        "diverged_step": o["diverged_step"], "initial_val_loss": 5.5,
-        "final_val_loss": o["final"],
+        "diverged_step": o["diverged_step"], "initial_val_loss": o["initial"],
+        "final_val_loss": o["final"], "max_attn_logit": o["attn"],
         "spikes": {"rule": "default", "events": events, "n_events": len(events),
                    "total_severity": 6.0 * len(events),
                    "time_to_target": {"target": TARGET, "reached": reached,
@@ -164,13 +166,17 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
                baseline: dict[str, Any] | None = None, objective: str = "multi",
                outcomes: dict[str, list[dict[str, Any]]] | None = None,
                failed: int = 0, folders: bool = True, steps: int = STEPS,
-               spike_metric: str = "severity", rng_seed: int = 0) -> Path:
+               spike_metric: str = "severity", rng_seed: int = 0,
+               search_values: list[dict[str, Any]] | None = None, outcome_of=None,
+               grid: dict[str, list] | None = None) -> Path:
     """Build ``root/folder`` as a sweep leaves it and return that folder.
 
     ``arms`` maps arm names to their changes from ``baseline`` (``{}``: no designed
     comparison); ``outcomes[arm]`` lists one :func:`outcome` per seed (else
     :func:`default_outcome`); ``failed`` adds search trials that crashed; ``folders=False``
-    leaves the trial folders out (a study copied without its logs).
+    leaves the trial folders out (a study copied without its logs); ``search_values`` gives
+    the search trials' values (else sampled); ``outcome_of(arm, values, seed)`` the outcome
+    of any trial (before ``outcomes``); ``grid`` is stored as the spec's comparison grid.
     """
     space = SPACE if space is None else space
     arms = ARMS if arms is None else arms
@@ -191,7 +197,7 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
             "pruner": "none", "storage": "", "base": {"train.steps": steps,
                                                      "schedule.kind": "cosine"},
             "space": space, "arms": full_arms, "steps": steps, "eval_every": 20,
-            "notes": "", "extra": {}}
+            "notes": "", "extra": {}, **({"grid": grid} if grid else {})}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = storage_url(study_dir)
     study = optuna.create_study(
@@ -202,7 +208,10 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
     dists = _distributions(space)
     rng = random.Random(rng_seed)
     plan = [(a, v) for a, v in full_arms.items()]
-    for _ in range(search):
+    for i in range(search):
+        if search_values is not None:
+            plan.append(("search", dict(search_values[i])))
+            continue
         values = {}
         for p in space:
             if p.get("choices") is not None:
@@ -230,13 +239,14 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
             str(values.get("precision.mode")), "fp32")
         per_seed = []
         for i, seed in enumerate(seeds):
-            o = outcomes[arm][i] if arm in outcomes else default_outcome(arm, seed)
+            o = (outcome_of(arm, values, seed) if outcome_of else outcomes[arm][i]
+                 if arm in outcomes else default_outcome(arm, seed))
             if folders:
                 summary = _write_seed(trial_dir / f"seed-{seed}", o, seed, steps, precision)
             else:
                 summary = {"status": o["status"], "diverged_step": o["diverged_step"],
-                           "initial_val_loss": 5.5, "final_val_loss": o["final"],
-                           "seconds": 10.0,
+                           "initial_val_loss": o["initial"], "final_val_loss": o["final"],
+                           "max_attn_logit": o["attn"], "seconds": 10.0,
                            "spikes": {"n_events": o["events"], "total_severity": 6.0 * o[
                                "events"], "time_to_target": {
                                "reached": o["reached_at"] is not None,
@@ -269,3 +279,48 @@ def make_xss_study(root: Path, folder: str = "xss") -> Path:
     arms = {"baseline": {}, XSS_ARM: {"data.note": XSS_CHOICE}, "recipe": ARMS["recipe"]}
     return make_study(root, folder=folder, name=XSS_NAME, arms=arms, space=space,
                       baseline={**BASELINE, "data.note": "plain"}, search=2, failed=1)
+
+
+# An LR grid study (the LR-stability scenario's shape): three settings at three LRs.
+LR_GRID = [0.003, 0.03, 0.3]
+GRID_ARMS = {"baseline": {}, "clip 1.0": {"optim.clip": 1.0},
+             "qk-layernorm": {"model.qk_norm": True}}
+GRID_FINALS = {"baseline": (3.0, 2.8, 4.0), "clip 1.0": (3.0, 2.8, 3.5),
+               "qk-layernorm": (3.0, 2.75, 2.9)}
+
+
+def _grid_setting(values: dict[str, Any]) -> str:
+    if values.get("model.qk_norm"):
+        return "qk-layernorm"
+    return "clip 1.0" if values.get("optim.clip") is not None else "baseline"
+
+
+def lr_outcome(values: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Final loss rises at the top LR except with qk-layernorm; the baseline's seed 5
+    diverges there; attention logits grow with the LR except with qk-layernorm."""
+    setting, i = _grid_setting(values), LR_GRID.index(values["optim.lr"])
+    if setting == "baseline" and i == 2 and seed == 5:
+        return outcome(status="diverged", diverged_step=40, final=None, attn=9000.0)
+    attn = 10.0 if setting == "qk-layernorm" else 5.0 * 10 ** (1.5 * i) * (1 + 0.1 * seed)
+    return outcome(final=GRID_FINALS[setting][i] + 0.01 * seed, attn=attn)
+
+
+def make_lr_study(root: Path, folder: str, *, via: str = "arms", seeds=tuple(range(6)),
+                  outcome_of=lr_outcome, folders: bool = False) -> Path:
+    """The same LR grid run through comparison arms crossed with a grid (``via="arms"``)
+    or through search trials over categorical dimensions (``via="search"``)."""
+    base = 0.03  # the base config's LR: those arms keep their plain names
+    if via == "arms":
+        arms = {(arm if lr == base else f"{arm} @ optim.lr={lr:g}"): {**ch, "optim.lr": lr}
+                for arm, ch in GRID_ARMS.items() for lr in LR_GRID}
+        return make_study(root, folder=folder, arms=arms, space=[], baseline={}, search=0,
+                          seeds=seeds, grid={"optim.lr": LR_GRID}, folders=folders,
+                          outcome_of=lambda a, v, s: outcome_of(v, s))
+    space = [{"key": "optim.lr", "choices": LR_GRID},
+             {"key": "optim.clip", "choices": [None, 1.0]},
+             {"key": "model.qk_norm", "choices": [False, True]}]
+    values = [{"optim.lr": lr, "optim.clip": c, "model.qk_norm": q}
+              for c, q in ((None, False), (1.0, False), (None, True)) for lr in LR_GRID]
+    return make_study(root, folder=folder, arms={}, space=space, search=len(values),
+                      search_values=values, seeds=seeds, folders=folders,
+                      outcome_of=lambda a, v, s: outcome_of(v, s))

@@ -28,22 +28,26 @@ def test_arms_map_to_the_articles_strategies(study):
     ("train.rollback", True, ("rollback", "rollback")),
     ("optim.adaptive_clip", 0.01, ("adaptive_clip", "adaptive clipping")),
     ("optim.clip_mode", "adaptive", ("adaptive_clip", "adaptive clipping")),
-    ("model.qk_norm", True, ("unknown", "model.qk_norm")),
+    ("model.qk_norm", True, ("qk_norm", "qk-layernorm")),
+    ("model.qk_norm", False, None),
+    ("model.z_loss", 1e-4, ("z_loss", "z-loss 0.0001")),
+    ("model.z_loss", 0.0, None),
+    ("model.bias", True, ("unknown", "model.bias")),
 ])
 def test_strategy_of_one_value(key, value, expected):
     assert strategy_of(key, value) == expected
 
 
 def test_unknown_combined_and_identical_arms(root):
-    arms = {"baseline": {}, "qk": {"model.qk_norm": True},
+    arms = {"baseline": {}, "qk": {"model.bias": True},
             "two": {"optim.clip": 1.0, "precision.mode": "bf16"}, "same": {}}
-    base = {**{"model.qk_norm": False}, **{k: v for k, v in
+    base = {**{"model.bias": False}, **{k: v for k, v in
                                           {"optim.clip": None, "precision.mode": "fp32"}.items()}}
-    space = [SPACE[1], SPACE[2], {"key": "model.qk_norm", "choices": [False, True]}]
+    space = [SPACE[1], SPACE[2], {"key": "model.bias", "choices": [False, True]}]
     st = load_study(make_study(root, folder="odd", arms=arms, baseline=base, space=space,
                                search=0, seeds=(0,)))
     assert classify_arm(st, "qk") == {"key": "other", "label": "qk",
-                                          "changes": {"model.qk_norm": [False, True]}}
+                                          "changes": {"model.bias": [False, True]}}
     two = classify_arm(st, "two")
     assert two["key"] == "combo" and two["label"] == "clipping at 1 + bf16 mixed precision"
     assert classify_arm(st, "same")["label"] == "same (identical to the baseline)"

@@ -9,7 +9,7 @@ def test_images_are_linked_and_written(built):
         assert f"]({name}.png)" in md
         assert built["main"][name].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert "lr" not in built["main"]
-    assert "Learning-rate sensitivity\n\n**Not available:** the study did not sweep" in md
+    assert "against the learning rate\n\n**Not available:** the study did not vary" in md
 
 
 def test_every_file_is_shared_readable_and_no_temporary_is_left(built):

@@ -102,6 +102,22 @@ BAD = [
      'comparison.baseline.optim.lr = 5.0: outside the search space'),
     ('[study]\ntarget_loss = 3.0\n[comparison.arms]\nx = { "optim.clip" = 0 }\n',
      'comparison.arms."x": optim.clip = 0.0'),
+    ('[study]\ntarget_loss = 3.0\n[config]\noptim.lr = 1e-2\n[comparison]\n'
+     'grid = { "optim.lr" = [3e-3, 3e-2] }\n',
+     'comparison.grid."optim.lr" = [0.003, 0.03]: must include the base config\'s value 0.01'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "optim.lr" = 0.1 }\n',
+     'comparison.grid."optim.lr" = 0.1: must be a non-empty list of distinct values'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "optim.lr" = [0.003, 0.003] }\n',
+     'must be a non-empty list of distinct values'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "optim.lr" = [0.003, -1] }\n',
+     'comparison.grid."optim.lr": optim.lr = -1.0'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "train.steps" = [10, 20, 300] }\n',
+     'varies train.steps across trials'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "optim.lr" = [0.003, 0.3] }\n'
+     '[comparison.arms]\nhot = { "optim.lr" = 0.3 }\n',
+     'comparison arm "hot": optim.lr = 0.3: optim.lr is on the comparison grid'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\nrecipe = 1\n',
+     'comparison.recipe = 1: must be a table, or false for no recipe arm'),
     ('[study]\ntarget_loss = 3.0\n[space]\n"curriculum.kind" = { choices = ["off", "easy_first"] }\n',
      "comparison.recipe (the article's recipe, run when the file declares none).curriculum.kind"
      ' = "seqlen": outside the search space'),
@@ -143,3 +159,27 @@ def test_off_reads_as_train_reads_it_in_choices_and_arms(tmp_path):
     f.write_text('[study]\ntarget_loss = 3.0\n[space]\n"curriculum.kind" = { choices = ["off", '
                  '"seqlen"] }\n')
     assert load_sweep(f).space[0].choices == ("off", "seqlen")
+
+
+def test_grid_crosses_every_arm_and_keeps_plain_names_at_the_base(capsys):
+    spec = load_sweep("sweeps/lr-stability.toml")
+    lrs = [3e-3, 1e-2, 3e-2, 1e-1, 3e-1]
+    assert spec.grid == {"optim.lr": lrs} and "recipe" not in spec.arms
+    plain = [a for a in spec.arms if " @ " not in a]
+    assert plain == ["baseline", "warmup 5%", "clip 1.0", "qk-layernorm", "z-loss 1e-4",
+                     "bf16", "curriculum (seq-len warmup)"]
+    assert len(spec.arms) == 7 * 5 and len(spec.seeds) >= 3
+    for arm in plain:
+        assert spec.arms[arm]["optim.lr"] == 1e-1
+        at = {spec.arms[f"{arm} @ optim.lr={lr:g}"]["optim.lr"] for lr in lrs if lr != 1e-1}
+        assert at == set(lrs) - {1e-1}
+        # Crossing changes the LR only.
+        hot = {k: v for k, v in spec.arms[f"{arm} @ optim.lr=0.003"].items() if k != "optim.lr"}
+        assert hot == {k: v for k, v in spec.arms[arm].items() if k != "optim.lr"}
+    assert spec.arms["qk-layernorm @ optim.lr=0.3"]["model.qk_norm"] is True
+    base = spec.arms["baseline"]
+    assert not base.get("model.qk_norm") and base.get("faults.burst", "none") == "none"
+    assert main(["sweep", "sweeps/lr-stability.toml", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "35 comparison arms + 0 search trials, x 6 seeds = 210 training runs" in out
+    assert "grid: every arm at optim.lr in [0.003, 0.01, 0.03, 0.1, 0.3]" in out

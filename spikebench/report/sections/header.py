@@ -8,10 +8,10 @@ that the sections needing it are empty.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from spikebench.report.arms import classify_arm
+from spikebench.report.arms import classify_arm, table_arms
 from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
 from spikebench.report.data import Study, trial_job
 from spikebench.report.sections.section import Info
@@ -55,6 +55,7 @@ class HeaderInfo(Info):
     space: list[dict[str, str]]  # {"key", "describe"} per dimension
     base: dict[str, Any]
     arms: dict[str, str]  # arm -> the strategy it tests
+    grid: dict[str, list] = field(default_factory=dict)  # [comparison] grid
     spike_definition: str
 
 
@@ -134,7 +135,8 @@ def info(study: Study) -> HeaderInfo:
                          if isinstance(i, dict)),
         space=[{"key": p.key, "describe": p.describe()} for p in study.space],
         base=study.base,
-        arms={a: classify_arm(study, a)["label"] for a in study.arms},
+        arms={a: classify_arm(study, a)["label"] for a in table_arms(study)},
+        grid=dict(study.spec.grid) if study.spec else {},
         spike_definition=_spike_definition(study),
     )
 
@@ -196,5 +198,10 @@ def setup_blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
     if h.arms:
         out.append(para(Span("Designed comparison arms: ", True), "; ".join(
             f"{a} ({lab})" for a, lab in h.arms.items())))
+    if h.grid:
+        out.append(para(Span("Comparison grid: ", True), "every arm also ran at " + "; ".join(
+            f"{k} = " + ", ".join(num(v) if isinstance(v, float) else str(v) for v in vals)
+            for k, vals in h.grid.items()) + " (named 'arm @ key=value'; the arms above are "
+            "at the base config's values)"))
     out.append(para(Span("Spike definition: ", True), h.spike_definition))
     return out

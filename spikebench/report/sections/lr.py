@@ -1,8 +1,9 @@
-"""Section 7, learning-rate sensitivity: spikes and convergence against ``optim.lr``.
+"""Spikes and convergence against ``optim.lr``, one point per completed trial.
 
-Only a study that swept the learning rate has this section; one point per completed trial,
-grouped into log-spaced bins for the table, because the learning rate is where spikes and
-divergence usually start and the bins show where that begins.
+Only a study that varied the learning rate has this section. The table groups trials by
+LR: at their own values where the LR takes a few (a categorical dimension or comparison
+arms), else into log-spaced bins, because a continuous LR is where spikes and divergence
+usually start and the bins show where that begins.
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from spikebench.report.arms import trial_values
 from spikebench.report.blocks import Block, Cell, Table, image, num
 from spikebench.report.data import Study
 from spikebench.report.figures import figure, png, tex
+from spikebench.report.lr_grid import LR_KEY, grid_values, lr_text, trial_config
 from spikebench.report.scores import CONVERGENCE_SHORT, spike_axis_label
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
-
-LR_KEY = "optim.lr"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,17 +32,23 @@ class LrInfo(Info):
     convergence_label: str = CONVERGENCE_SHORT
 
 
-def lr_bins(points: list[dict[str, Any]], n_bins: int = 6) -> list[dict[str, Any]]:
-    """Points grouped into up to ``n_bins`` log-spaced LR bins (empty bins dropped), with
-    median spikes and convergence and how many trials had a diverged seed. One distinct
-    LR: one bin."""
-    lrs = np.log10([p["lr"] for p in points])
-    lo, hi = float(lrs.min()), float(lrs.max())
-    edges = np.linspace(lo, hi, n_bins + 1) if hi > lo else np.array([lo, hi])
-    idx = np.clip(np.searchsorted(edges, lrs, side="right") - 1, 0, len(edges) - 2)
+def lr_bins(points: list[dict[str, Any]], n_bins: int = 6,
+            values: list[float] | None = None) -> list[dict[str, Any]]:
+    """Points grouped by LR, with median spikes and convergence and how many trials had a
+    diverged seed: one group per value of ``values`` (its ``lo`` = ``hi``), else up to
+    ``n_bins`` log-spaced bins (empty bins dropped; one distinct LR: one bin)."""
+    if values:
+        groups = [(v, v, [p for p in points if p["lr"] == v]) for v in values]
+    else:
+        lrs = np.log10([p["lr"] for p in points])
+        lo, hi = float(lrs.min()), float(lrs.max())
+        edges = np.linspace(lo, hi, n_bins + 1) if hi > lo else np.array([lo, hi])
+        idx = np.clip(np.searchsorted(edges, lrs, side="right") - 1, 0, len(edges) - 2)
+        groups = [(float(10 ** edges[b]), float(10 ** edges[b + 1]),
+                   [p for p, i in zip(points, idx, strict=True) if i == b])
+                  for b in range(len(edges) - 1)]
     out = []
-    for b in range(len(edges) - 1):
-        members = [p for p, i in zip(points, idx, strict=True) if i == b]
+    for lo_, hi_, members in groups:
         if not members:
             continue
 
@@ -51,8 +56,7 @@ def lr_bins(points: list[dict[str, Any]], n_bins: int = 6) -> list[dict[str, Any
             vals = [m[key] for m in members if finite(m[key])]
             return statistics.median(vals) if vals else None
 
-        out.append({"lo": float(10 ** edges[b]), "hi": float(10 ** edges[b + 1]),
-                    "trials": len(members), "spikes": med("spikes"),
+        out.append({"lo": lo_, "hi": hi_, "trials": len(members), "spikes": med("spikes"),
                     "convergence": med("convergence"),
                     "diverged_trials": sum(m["diverged_seeds"] > 0 for m in members)})
     return out
@@ -60,12 +64,13 @@ def lr_bins(points: list[dict[str, Any]], n_bins: int = 6) -> list[dict[str, Any
 
 def info(study: Study) -> LrInfo:
     """Spikes, convergence and final loss per completed trial with a positive LR."""
-    if not any(p.key == LR_KEY for p in study.space):
-        return LrInfo.unavailable(f"the study did not sweep the learning rate ({LR_KEY} is "
-                                  "not in its search space)")
+    grid = grid_values(study)
+    if not any(p.key == LR_KEY for p in study.space) and len(grid) < 2:
+        return LrInfo.unavailable(f"the study did not vary the learning rate ({LR_KEY} is "
+                                  "not in its search space, and its arms share one)")
     pts = []
     for t in study.trials:
-        lr = t.params.get(LR_KEY, trial_values(t, study).get(LR_KEY))
+        lr = t.params.get(LR_KEY, trial_config(study, t).get(LR_KEY))
         if not t.complete or not finite(lr) or lr <= 0:
             continue
         pts.append({"number": t.number, "arm": t.arm, "lr": float(lr),
@@ -76,11 +81,14 @@ def info(study: Study) -> LrInfo:
     if not pts:
         return LrInfo.unavailable("no completed trial with a learning rate yet")
     pts.sort(key=lambda p: p["lr"])
-    return LrInfo(points=pts, bins=lr_bins(pts), spikes_label=spike_axis_label(study))
+    # At their own values where every point's LR is one of the grid's.
+    own = grid if grid and all(p["lr"] in grid for p in pts) else None
+    return LrInfo(points=pts, bins=lr_bins(pts, values=own), spikes_label=spike_axis_label(study))
 
 
 def blocks(lr: LrInfo, images: frozenset[str]) -> list[Block]:
-    rows = [[Cell(f"{num(b['lo'])} – {num(b['hi'])}"), Cell(str(b["trials"])),
+    rows = [[Cell(lr_text(b["lo"]) if b["lo"] == b["hi"] else f"{num(b['lo'])} – {num(b['hi'])}"),
+             Cell(str(b["trials"])),
              Cell(num(b["spikes"])), Cell(num(b["convergence"])),
              Cell(f"{b['diverged_trials']}/{b['trials']}")] for b in lr.bins]
     return [*image("lr", "Spikes and convergence against the learning rate", images),

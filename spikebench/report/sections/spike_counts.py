@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from spikebench.report.arms import classify_arm, known_strategies, trial_values
+from spikebench.report.arms import classify_arm, known_strategies, table_arms, trial_values
 from spikebench.report.blocks import Block, Cell, Table, image, num, para
 from spikebench.report.data import Study
 from spikebench.report.figures import figure, png, tex
@@ -34,7 +34,7 @@ def info(study: Study) -> SpikeCountsInfo:
     one more) and their mean; ``features``: over every completed trial, the mean events per
     seed of trials with a strategy on vs off."""
     arms = []
-    for arm in study.arms:
+    for arm in table_arms(study):
         t = study.arm_trial(arm)
         if t is None:
             continue

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spikebench.report import article, exact, stats
-from spikebench.report.arms import NO_COMPARISON, classify_arm, has_comparison
+from spikebench.report.arms import NO_COMPARISON, classify_arm, has_comparison, table_arms
 from spikebench.report.blocks import (
     DASH,
     Block,
@@ -124,7 +124,7 @@ def info(study: Study) -> StrategyInfo:
         return StrategyInfo.unavailable(NO_COMPARISON)
     base = study.arm_trial("baseline")
     rows = []
-    for arm in study.arms:
+    for arm in table_arms(study):
         cls = classify_arm(study, arm)
         claim = article.claim_for(cls["key"])
         t = study.arm_trial(arm)

@@ -12,3 +12,12 @@ def test_lr_sensitivity_only_where_lr_was_swept(study, nocomp):
                          "diverged_seeds": 0}])[0]["trials"] == 1
 
 
+
+
+def test_choice_valued_lrs_are_shown_at_their_own_values(lr_arms, lr_search):
+    for st in (lr_arms, lr_search):
+        info = lr.info(st)
+        assert [(b["lo"], b["hi"], b["trials"]) for b in info.bins] == [
+            (0.003, 0.003, 3), (0.03, 0.03, 3), (0.3, 0.3, 3)]
+    cells = [row[0].text for row in lr.blocks(lr.info(lr_arms), frozenset())[-1].rows]
+    assert cells == ["0.003", "0.03", "0.3"]

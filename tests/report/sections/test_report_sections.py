@@ -9,14 +9,15 @@ from spikebench.report.sections import SECTIONS, Info, document, headings, repor
 def test_report_info_has_every_section(study):
     info = report_info(study)
     assert list(info) == ["header", "summary", "strategy", "claims", "spike_counts", "curves",
-                          "pareto", "importance", "lr", "trials", "setup"]
+                          "pareto", "importance", "lr_curves", "lr_sensitivity", "lr", "trials",
+                          "setup"]
 
 
 def test_one_list_names_every_section_and_numbers_the_titled_ones():
     assert [s.key for s in SECTIONS][0] == "header" and SECTIONS[0].title == ""
     assert headings() == [(s.key, f"{i}. {s.title}") for i, s in enumerate(SECTIONS[1:], 1)]
     assert {s.key for s in SECTIONS if s.plot} == {"summary", "spike_counts", "curves",
-                                                   "pareto", "importance", "lr"}
+                                                   "pareto", "importance", "lr", "lr_curves"}
 
 
 def _plain(root, name, spec=None):
@@ -43,7 +44,7 @@ def test_a_study_without_a_spec_says_which_sections_are_empty(root):
     text = _text(document(report))
     assert "has no spikebench sweep definition in its user attributes" in text
     assert "Not available: this study has no designed comparison" in text
-    assert "Not available: the study did not sweep the learning rate" in text
+    assert "Not available: the study did not vary the learning rate" in text
     assert all(isinstance(info, Info) for info in report.values())
 
 
