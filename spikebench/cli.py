@@ -21,6 +21,15 @@ JSON_EVENT_KEYS = ("onset", "peak", "metric", "height_sigma", "recovery_steps", 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    run_dir = None
+    if args.resume is not None:
+        if args.config or args.overrides:
+            raise UserError(f"--resume {args.resume}: resumes the run's own config.json; "
+                            "give no config file and no --set")
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.json").is_file():
+            raise UserError(f"--resume {args.resume}: not a run folder (no config.json)")
+        args.config = str(run_dir / "config.json")
     cfg = cfgmod.load(args.config, args.overrides)
     from spikebench.train.loop import train
     from spikebench.train.setup import preflight
@@ -32,7 +41,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from spikebench.train.sinks import ProgressBar
 
     sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress else []
-    summary = train(cfg, sinks=sinks)
+    summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
     return 0 if summary["status"] in ("completed", "diverged") else 1
 
 
@@ -165,8 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="run one pretraining trial")
-    p.add_argument("config", nargs="?", help="TOML config (default: gpt-tiny on the stdlib "
-                                             "corpus)")
+    p.add_argument("config", nargs="?", help="TOML config, or a run's config.json to replay "
+                                             "it (default: gpt-tiny on the stdlib corpus)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its newest "
+                   "checkpoint (train.checkpoint_every)")
     _set_option(p, "dotted override, e.g. --set optim.lr=3e-3 (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.set_defaults(func=cmd_train)

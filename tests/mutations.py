@@ -88,6 +88,16 @@ MUTATIONS = (
              "key = tuple((k, f[k]) for k in varying)", "key = ()",
              ("tests/report/test_report_lr_grid.py",
               "tests/report/sections/test_report_lr_sensitivity.py")),
+    Mutation("a resumed run forgets the RNG state", "spikebench/train/state.py",
+             'torch.set_rng_state(state["rng"]["cpu"])', "pass",
+             ("tests/train/test_checkpoint.py::test_killed_run_resumes_bit_identical",)),
+    Mutation("a resumed run keeps the killed run's extra log rows", "spikebench/train/sinks.py",
+             "os.truncate(self.partial, resume_at)", "pass",
+             ("tests/train/test_checkpoint.py::test_killed_run_resumes_bit_identical",)),
+    Mutation("a corrupted checkpoint is loaded anyway", "spikebench/train/checkpoint.py",
+             'return "checksum mismatch (truncated or corrupted)"', 'return ""',
+             ("tests/train/test_checkpoint.py::"
+              "test_a_corrupted_checkpoint_is_named_and_the_previous_one_used",)),
     Mutation("a crashed trial is retried on every rerun", "spikebench/sweep/studies.py",
              "or (t.state == TrialState.FAIL and t.number not in retried)", "or False",
              ("tests/sweep/test_driver.py::"

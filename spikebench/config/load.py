@@ -8,6 +8,7 @@ anything runs.
 from __future__ import annotations
 
 import datetime
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -160,9 +161,34 @@ def resolve_flat(values: dict[str, Any]) -> Config:
     return resolve(unflatten(values))
 
 
+def load_run_json(path: str | Path) -> dict[str, Any]:
+    """A run's saved ``config.json`` as a config table, so any run can be replayed. Its
+    ``train.steps`` was worked out from ``train.tokens`` when that is set: the tokens stay
+    the budget."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_bytes().decode("utf-8-sig"))
+    except FileNotFoundError:
+        raise UserError(f"config file {str(p)!r}: not found") from None
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
+        raise UserError(f"config file {str(p)[:200]!r}: not a valid JSON config ({e})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"config file {str(p)!r}: not a JSON object")
+    train = data.get("train")
+    if isinstance(train, dict) and train.get("tokens") is not None:
+        data["train"] = {k: v for k, v in train.items() if k != "steps"}
+    return data
+
+
 def load(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Load a TOML config file (or none: the defaults) with ``key=value`` overrides."""
-    raw = load_toml(path) if path else {}
+    """Load a TOML config file, or a run's ``config.json`` (or none: the defaults), with
+    ``key=value`` overrides."""
+    if not path:
+        raw: dict[str, Any] = {}
+    elif str(path).endswith(".json"):
+        raw = load_run_json(path)
+    else:
+        raw = load_toml(path)
     return resolve(raw, overrides)
 
 

@@ -140,6 +140,9 @@ class TrainConfig:
     log_every: int = field(default=10, metadata=_rng(1))
     # Instability precursors (attention logits, log Z, update/weight ratio) every N steps.
     probe_every: int = field(default=25, metadata=_rng(1))
+    # An exact checkpoint every N steps and one at the end (0: none); the newest K are kept.
+    checkpoint_every: int = field(default=0, metadata=_rng(0))
+    keep_checkpoints: int = field(default=2, metadata=_rng(1))
     progress: bool = True
 
 

@@ -2,6 +2,8 @@
 
 Reads ``TRIAL_DIR/trial.json`` (``{"config": <resolved config>, "seeds": [...]}``), trains
 every seed into ``TRIAL_DIR/seed-<n>/`` and writes ``TRIAL_DIR/result.json`` atomically.
+A retry of an interrupted trial (``resume_from``: the old trial's folder) takes over each
+seed the old one finished and resumes each one it checkpointed, instead of step 0.
 While seed index 0 trains, each validation loss is printed to stdout as one JSON line
 (``{"seed": 0, "step": 50, "val/loss": 2.9}``) so the driver can prune. A fresh process per
 trial means no memory creep across trials, and a crash or an out-of-memory kill costs one
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -55,17 +58,37 @@ class _Report(Sink):
                               M.VAL_LOSS: metrics[M.VAL_LOSS]}), flush=True)
 
 
+def _carry_over(src: Path | None, dst: Path) -> str:
+    """Take over a seed of the trial this one retries: "done" (its summary stands),
+    "resume" (continue from its checkpoints) or "" (train from step 0)."""
+    if src is None or not src.is_dir() or dst.exists():
+        return ""
+    if (src / "summary.json").is_file():
+        shutil.copytree(src, dst)
+        return "done"
+    if (src / "checkpoints").is_dir():
+        shutil.copytree(src, dst)
+        return "resume"
+    return ""
+
+
 def run(trial_dir: Path, parent: int) -> int:
     job = json.loads((trial_dir / "trial.json").read_text())
     from spikebench.train.loop import train  # torch imports after the watch is set
 
+    old = Path(job["resume_from"]) if job.get("resume_from") else None
     results = []
     for i, seed in enumerate(job["seeds"]):
         cfg = cfgmod.from_dict(job["config"])
         cfg.train.seed = seed
-        sinks = [_ParentWatch(parent)] + ([_Report(seed)] if i == 0 else [])
-        summary = train(cfg, run_dir=trial_dir / f"seed-{seed}", sinks=sinks)
-        results.append({"seed": seed, "summary": summary})
+        run_dir = trial_dir / f"seed-{seed}"
+        how = _carry_over(old / f"seed-{seed}" if old else None, run_dir)
+        if how == "done":
+            summary = json.loads((run_dir / "summary.json").read_text())
+        else:
+            sinks = [_ParentWatch(parent)] + ([_Report(seed)] if i == 0 else [])
+            summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=how == "resume")
+        results.append({"seed": seed, "summary": summary, "carried_over": how})
     atomic_write_json(trial_dir / "result.json", {"seeds": results})
     return 0
 

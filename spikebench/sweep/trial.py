@@ -56,9 +56,14 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         cfg.train.device = "cpu"
     trial_dir = trials_dir / f"{trial.number:05d}"
     trial_dir.mkdir(parents=True, exist_ok=True)
+    # A retry continues from what the trial it retries left: its finished seeds and its
+    # checkpoints, when that folder is here (a results folder shared between servers).
+    retry_of = trial.user_attrs.get("retry_of")
+    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
     atomic_write_json(trial_dir / "trial.json", {
         "number": trial.number, "arm": arm, "params": trial.params, "overrides": params,
-        "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict()})
+        "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict(),
+        "resume_from": str(old) if old is not None and old.is_dir() else None})
     env = {**os.environ, **slot.env, "OMP_NUM_THREADS": str(slot.threads),
            "SPIKEBENCH_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "spikebench.sweep.runner", str(trial_dir)]
@@ -99,6 +104,10 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
 
 
 def score(result: dict[str, Any], spec: SweepSpec, attrs: dict[str, Any]) -> Outcome:
+    carried = {str(r["seed"]): r["carried_over"] for r in result["seeds"]
+               if r.get("carried_over")}
+    if carried:  # seeds taken over from the interrupted trial this one retries
+        attrs = {**attrs, "carried_over": carried}
     values, scored, limits = score_trial(
         result["seeds"], steps=spec.steps, target=spec.target_loss,
         spike_metric=spec.spike_metric, objective=spec.objective, spike_limit=spec.spike_limit)

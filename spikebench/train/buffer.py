@@ -34,6 +34,11 @@ class MetricsBuffer:
         self.t0 += seconds
         self.last_flush += seconds
 
+    def resume(self, elapsed: float) -> None:
+        """Continue a checkpointed run's clock from ``elapsed`` seconds."""
+        now = time.perf_counter()
+        self.t0, self.last_flush = now - elapsed, now
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 

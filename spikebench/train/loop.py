@@ -9,7 +9,9 @@ skips the update on the device; the trial ends ``diverged`` at the next read-bac
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,16 +26,19 @@ from spikebench.data.batches import BatchStream
 from spikebench.data.corpus import load_corpus
 from spikebench.data.faults import injections, lr_shock_steps
 from spikebench.data.seeds import derive_seed
+from spikebench.errors import UserError
 from spikebench.model import build_model, probe
 from spikebench.precision import Precision, loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment, new_run_dir
 from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
 from spikebench.train.optim import make_optimizer, update_ratio
 from spikebench.train.schedule import lr_at
 from spikebench.train.setup import preflight, resolve_device
 from spikebench.train.sinks import JsonlSink, Sink
+from spikebench.train.state import Progress, capture, read_log, restore, usable
 
 
 @dataclass
@@ -99,11 +104,14 @@ def evaluate(model, batches, precision) -> torch.Tensor:
     return total / len(batches)
 
 
-def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] = ()) -> dict:
+def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] = (), *,
+          resume: bool = False) -> dict:
     """Run one trial; write ``config.json``, ``meta.json``, ``metrics.jsonl``, ``summary.json``.
 
     Everything that can be refused (device, corpus, model class) is resolved before the run
-    folder is created, so a bad config leaves nothing behind. Returns the summary dict.
+    folder is created, so a bad config leaves nothing behind. ``resume``: continue the
+    killed run in ``run_dir`` from its newest usable checkpoint (from step 0 if it has
+    none). Returns the summary dict.
     """
     t = cfg.train
     preflight(cfg)
@@ -123,8 +131,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     shocked = lr_shock_steps(cfg)
 
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(run_dir / "config.json", cfg.to_dict())
+    log_path = run_dir / "metrics.jsonl"
+    saved = _resumable(cfg, run_dir, log_path) if resume else None
     meta = {
         "environment": environment(device),
         "precision": precision.label,
@@ -133,8 +141,16 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "corpus": corpus.meta,
         "injections": injections(cfg, stream.faults, corpus.meta["contamination"]),
     }
+    if saved is None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / "config.json", cfg.to_dict())
+    else:  # the first run's meta stands; each resume adds where and from which step
+        first = json.loads((run_dir / "meta.json").read_text())
+        meta = {**first, "resumes": [*first.get("resumes", []), {
+            "step": saved["step"], "environment": meta["environment"]}]}
     atomic_write_json(run_dir / "meta.json", meta)
-    sinks = [JsonlSink(run_dir / "metrics.jsonl"), *sinks]
+    log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
+    sinks = [log, *sinks]
     for s in sinks:
         s.start({**meta, "run_dir": str(run_dir)})
     # The online spike monitor: O(1) per step, fed host floats at each read-back.
@@ -151,6 +167,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     buffer = MetricsBuffer(device)
     skipped = torch.zeros((), dtype=torch.long, device=device)
     val_history: list[tuple[int, float]] = []
+    costs = {"saved": 0, "bytes": 0, "seconds": 0.0}
 
     def run_eval(step: int) -> float:
         start = time.perf_counter()
@@ -159,10 +176,27 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         buffer.pause(time.perf_counter() - start)
         return val
 
-    emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
+    def save_checkpoint(step: int) -> None:
+        start = time.perf_counter()
+        progress = Progress(step, tokens, int(skipped), buffer.elapsed(), val_history)
+        state = capture(cfg, model, opt, precision, monitor, progress, log.sync())
+        _, size = checkpoint.save(run_dir, step, state, t.keep_checkpoints)
+        took = time.perf_counter() - start
+        buffer.pause(took)  # off the trial's clock, as evaluation is
+        costs.update(saved=costs["saved"] + 1, bytes=size, seconds=costs["seconds"] + took)
+
+    tokens, start, status, diverged_step = 0, 0, "completed", None
+    if saved is None:
+        emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
+    else:
+        at = restore(saved, model, opt, precision, monitor)
+        history.extend(read_log(log.partial, saved["log_bytes"]))
+        start, tokens, val_history[:] = at.step, at.tokens, at.val_history
+        skipped.fill_(at.skipped)
+        buffer.resume(at.elapsed)
     model.train()
-    tokens, step, status, diverged_step = 0, 0, "completed", None
-    for step in range(1, t.steps + 1):
+    step = start
+    for step in range(start + 1, t.steps + 1):
         i = step - 1  # 0-based index for schedules and data
         lr = lr_at(i, cfg, shocked)
         for group in opt.param_groups:
@@ -190,7 +224,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         buffer.add(rec, out.bad)
 
         evaluating = step % t.eval_every == 0 or step == t.steps
-        if step % t.log_every == 0 or evaluating:
+        checkpointing = t.checkpoint_every > 0 and (step % t.checkpoint_every == 0
+                                                    or step == t.steps)
+        if step % t.log_every == 0 or evaluating or checkpointing:
             records, diverged_step = buffer.flush(tokens)
             if diverged_step is None and evaluating:
                 records[-1][M.VAL_LOSS] = run_eval(step)
@@ -199,6 +235,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 status = "diverged"
                 tokens = records[-1][M.TOKENS]  # as of the bad step, not the interval
                 break
+            if checkpointing:
+                save_checkpoint(step)
 
     seconds = buffer.elapsed()
     monitor.finish()
@@ -218,6 +256,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "best_val_loss": min(vals) if vals else None,
         "max_attn_logit": max(logits) if logits else None,
         "skipped_steps": int(skipped),
+        "checkpoints": costs,
         "precision": precision.label,
         "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in val_history],
     }
@@ -231,3 +270,17 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         gap=cfg.spikes.gap)
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def _resumable(cfg: Config, run_dir: Path, log: Path) -> dict[str, Any] | None:
+    """The newest checkpoint of ``run_dir`` this run can continue from; None (and one line
+    on stderr) when there is none, and the run starts again from step 0."""
+    if (run_dir / "summary.json").exists():
+        raise UserError(f"--resume {run_dir}: the run already finished (it has a "
+                        "summary.json); nothing to resume")
+    partial = log.with_name(log.name + ".partial")
+    found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial),
+                                   warn=lambda text: print(text, file=sys.stderr))
+    if found is None:
+        print(f"{run_dir}: no usable checkpoint; training again from step 0", file=sys.stderr)
+    return found

@@ -33,13 +33,23 @@ class JsonlSink(Sink):
     """Appends to ``<path>.partial`` and renames it to ``path`` on close, so a reader never
     mistakes the log of a killed run for a finished one."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, resume_at: int | None = None):
+        """``resume_at``: continue a killed run's log, cut back to that many bytes (what
+        its checkpoint had logged), so no row is written twice."""
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
-        self._f = open(self.partial, "w")  # noqa: SIM115 - closed in close()
+        if resume_at is not None:
+            os.truncate(self.partial, resume_at)
+        self._f = open(self.partial, "a" if resume_at is not None else "w")  # noqa: SIM115
 
     def write(self, metrics: dict[str, Any]) -> None:
         self._f.write(json.dumps(metrics, allow_nan=True) + "\n")
+
+    def sync(self) -> int:
+        """Flush to disk; returns the log's size in bytes (a checkpoint records it)."""
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return os.fstat(self._f.fileno()).st_size
 
     def close(self, summary: dict[str, Any] | None = None) -> None:
         self._f.flush()

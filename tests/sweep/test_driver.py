@@ -200,3 +200,41 @@ def test_worker_slots_one_per_gpu_else_cores_split():
     assert all(s.env == {"CUDA_VISIBLE_DEVICES": ""} for s in cpu)
     assert [s.threads for s in plan_slots(None, 2, [])] == [1, 1]
     assert [s.threads for s in plan_slots(4, 2, [])] == [1, 1, 1, 1]
+
+
+def _same(per_seed):
+    return [{k: v for k, v in s.items() if "seconds" not in k} for s in per_seed]
+
+
+def test_a_retried_trial_continues_from_its_checkpoints(tmp_path):
+    # Two seeds, checkpoints every 50 steps: the driver dies while seed 1 of the first
+    # trial trains; its retry takes seed 0 as finished and resumes seed 1.
+    extra = "\ntrain.checkpoint_every = 50\n"
+    f = write_sweep(tmp_path, name="ck", trials=0, steps=150, seeds="[0, 1]", space="",
+                    comparison="recipe = false\n")
+    f.write_text(f.read_text().replace("optim.lr = 1e-2\n", "optim.lr = 1e-2" + extra))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "spikebench", "sweep", str(f), "--results", str(results),
+           "--jobs", "1"]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+    marker = results / "ck" / "trials" / "00000" / "seed-1" / "checkpoints"
+    deadline = time.time() + 120
+    while not (marker / "step-00000100.sha256").exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint in time"
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    study = load(results, "ck")
+    (retry,) = [t for t in study.trials if t.user_attrs.get("retry_of") == 0]
+    assert retry.state == TrialState.COMPLETE
+    assert retry.user_attrs["carried_over"] == {"0": "done", "1": "resume"}
+    # The same numbers as an uninterrupted sweep's first trial.
+    ref = run_sweep(load_sweep(f), results=tmp_path / "ref", jobs=1)
+    assert ref["done"] == ref["total"]
+    first = load(tmp_path / "ref", "ck").trials[0]
+    assert first.user_attrs["arm"] == retry.user_attrs["arm"] == "baseline"
+    assert _same(retry.user_attrs["per_seed"]) == _same(first.user_attrs["per_seed"])
+    assert retry.values == first.values
