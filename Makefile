@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr report train lint clean
+.PHONY: install test mutations sweep sweep-lr sweep-response report train lint clean
 
 install: $(STAMP)
 
@@ -40,6 +40,13 @@ sweep: install
 sweep-lr: install
 	$(BIN)/spikebench sweep sweeps/lr-stability.toml $(ARGS)
 	$(BIN)/spikebench report results/lr-stability
+
+# Responding to a spike: rollback, skip-step, ZClip vs fixed clipping, burst and LR shock.
+sweep-response: install
+	$(BIN)/spikebench sweep sweeps/response.toml $(ARGS)
+	$(BIN)/spikebench report results/response
+	$(BIN)/spikebench sweep sweeps/response-shock.toml $(ARGS)
+	$(BIN)/spikebench report results/response-shock
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)

@@ -11,6 +11,12 @@ GRAD_NORM = "optim/grad_norm"  # pre-clip global norm
 LR = "optim/lr"
 LOSS_SCALE = "optim/loss_scale"  # 1 unless fp16 with scaling
 SKIPPED_STEPS = "optim/skipped_steps"  # fp16 overflow steps the scaler skipped, cumulative
+SKIPPED_UPDATE = "optim/skipped_update"  # 1 where skip-step skipped this step's update
+CLIP_BOUND = "optim/clip_bound"  # ZClip's bound on the grad norm at this step
+# With rollback: the position in the LR schedule (steps logged are steps worked, redone
+# ones included), and 1 on the step at which a rollback was decided.
+POSITION = "train/position"
+ROLLBACK = "response/rollback"
 TOKENS = "data/tokens"  # cumulative training tokens
 SEQ_LEN = "data/seq_len"
 # Set (1) on steps whose batch carried an injected fault.

@@ -45,7 +45,7 @@ MUTATIONS = (
              'group["lr"] = lr', 'group["lr"] = group["lr"]',
              (f"{LOOP}::test_applied_lr_is_the_logged_lr_under_warmup_decay_and_shock",)),
     Mutation("the LR shock is ignored", "spikebench/train/schedule.py",
-             "cfg.faults.lr_shock_factor if step in shocked else 1.0", "1.0",
+             "cfg.faults.lr_shock_factor if at in shocked else 1.0", "1.0",
              (f"{LOOP}::test_applied_lr_is_the_logged_lr_under_warmup_decay_and_shock",)),
     Mutation("weight decay on every parameter", "spikebench/train/optim.py",
              "(decay if wants else no_decay).append(p)", "decay.append(p)",

@@ -26,6 +26,7 @@ from spikebench.config.schema import (
     ModelConfig,
     OptimConfig,
     PrecisionConfig,
+    ResponseConfig,
     RunConfig,
     ScheduleConfig,
     SpikeConfig,
@@ -34,7 +35,8 @@ from spikebench.config.schema import (
 
 __all__ = [
     "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "Config", "CurriculumConfig", "DataConfig",
-    "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "RunConfig",
+    "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "ResponseConfig",
+    "RunConfig",
     "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "off_value", "optional_key", "from_dict", "load", "load_toml",
     "parse_override", "resolve", "resolve_flat",
 ]

@@ -70,6 +70,13 @@ class OptimConfig:
     wd_norms: bool = False
     # Global-norm clipping threshold; None ("off" in TOML / --set) disables it.
     clip: float | None = field(default=None, metadata=_rng(0.0, lo_open=True))
+    # zclip (Kumar et al. 2025): clip the grad norm to mean + zclip_z * sd of its EMA (decay
+    # zclip_alpha) once zclip_warmup steps have set the statistics; with optim.clip too, the
+    # lower of the two bounds holds.
+    clip_mode: Literal["fixed", "zclip"] = "fixed"
+    zclip_alpha: float = field(default=0.97, metadata=_rng(0.0, 1.0, lo_open=True, hi_open=True))
+    zclip_z: float = field(default=2.5, metadata=_rng(0.0, lo_open=True))
+    zclip_warmup: int = field(default=25, metadata=_rng(1))
     grad_accum: int = field(default=1, metadata=_rng(1))
 
 
@@ -125,6 +132,27 @@ class FaultConfig:
 
 
 @dataclass
+class ResponseConfig:
+    # What the run does about a spike: nothing; roll back to a recent good state and skip
+    # batches (PaLM); or skip the update of an outlier step on the device (OLMo-core).
+    kind: Literal["off", "rollback", "skip_step"] = "off"
+    # rollback: the rule that triggers it, on the training loss: "zscore" is the article's
+    # mean + 3 sd, "olmo_online" OLMo-core's 6 sd over 128 steps.
+    detector: Literal["default", "zscore", "olmo_online"] = "default"
+    every: int = field(default=10, metadata=_rng(1))  # a good state kept every N steps
+    ring: int = field(default=4, metadata=_rng(1))  # how many are kept
+    storage: Literal["memory", "disk"] = "memory"  # disk: in the checkpoint format
+    skip_batches: int = field(default=20, metadata=_rng(0))
+    lr_factor: float = field(default=1.0, metadata=_rng(0.0, 1.0, lo_open=True))
+    cooldown: int = field(default=0, metadata=_rng(0))  # steps at lr_factor after a rollback
+    max_rollbacks: int = field(default=3, metadata=_rng(1))
+    # skip_step: skip when the loss or grad norm is above mean + skip_k * sd of the last
+    # skip_window updates (the device keeps the window; no host sync).
+    skip_window: int = field(default=128, metadata=_rng(2))
+    skip_k: float = field(default=6.0, metadata=_rng(0.0, lo_open=True))
+
+
+@dataclass
 class TrainConfig:
     steps: int = field(default=300, metadata=_rng(1))
     # A budget in tokens instead of steps: steps = ceil(tokens / (batch_size * seq_len)),
@@ -172,6 +200,7 @@ class Config:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
+    response: ResponseConfig = field(default_factory=ResponseConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -180,6 +209,7 @@ class Config:
         self.model.check()
         self._check_data()
         self._check_faults()
+        self._check_response()
         self._check_run()
         if self.data.seq_len > self.model.block_size:
             raise UserError(
@@ -230,6 +260,11 @@ class Config:
                 raise UserError(f"faults.lr_shock_at = {f.lr_shock_at}: a shock of "
                                 f"{f.lr_shock_steps} steps from step {start + 1} would run past "
                                 f"the last step ({steps})")
+
+    def _check_response(self) -> None:
+        if self.response.kind == "skip_step" and self.precision.mode == "fp16":
+            raise UserError('response.kind = "skip_step": not with precision.mode = "fp16", '
+                            "whose loss scaler decides which steps it skips; use fp32 or bf16")
 
     def _check_run(self) -> None:
         name = self.run.name

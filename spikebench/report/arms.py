@@ -45,6 +45,12 @@ def strategy_of(key: str, value: Any, *, schedule_kind: str = "cosine") -> tuple
     k = key.lower()
     off = value is None or value is False or value == 0 or (
         isinstance(value, str) and value.lower() in ("off", "none", ""))
+    if k == "optim.clip_mode" and value in ("fixed", "zclip"):
+        return ("adaptive_clip", "ZClip adaptive clipping") if value == "zclip" else None
+    if k == "response.kind":
+        return {"rollback": ("rollback", "rollback on a spike (PaLM)"),
+                "skip_step": ("skip_step", "skip-step on an outlier (OLMo-core)")}.get(
+                    str(value))
     if "adaptive" in k or ("clip" in k and isinstance(value, str) and "adaptive" in value):
         return None if off else ("adaptive_clip", "adaptive clipping")
     if k == "schedule.warmup_ratio":

@@ -54,7 +54,8 @@ ARMS: Kind = (lambda x: isinstance(x, dict) and all(isinstance(v, dict) for v in
 PER_SEED = {"seed": INTEGER, "status": TEXT, "diverged_step": STEP_AT, **dict.fromkeys((
     "n_events", "n_injected_events", "severity", "events_per_1k",
     "steps_to_target", "seconds_to_target", "final_val_loss", "initial_val_loss", "seconds", "max_attn_logit",
-    "convergence"), NUMBER)}
+    "convergence"), NUMBER), **dict.fromkeys((
+    "rollbacks", "redone_steps", "skipped_batches", "skipped_updates"), COUNT)}
 ATTRS = {"arm": TEXT, "dir": TEXT, "overrides": TABLE, "per_seed": [PER_SEED],
          **dict.fromkeys(("spikes", "convergence", "n_events_median", "diverged_seeds",
                           "reached_seeds", "seeds"), NUMBER)}

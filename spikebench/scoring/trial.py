@@ -73,6 +73,11 @@ def seed_values(summary: dict[str, Any], *, steps: int, target: float) -> dict[s
         "final_val_loss": final,
         "initial_val_loss": _num(summary.get("initial_val_loss")),
         "max_attn_logit": _num(summary.get("max_attn_logit")),
+        # What the run's spike response did and cost (0 without one).
+        "rollbacks": len((summary.get("response") or {}).get("rollbacks") or []),
+        "redone_steps": int((summary.get("response") or {}).get("redone_steps") or 0),
+        "skipped_batches": int((summary.get("response") or {}).get("skipped_batches") or 0),
+        "skipped_updates": int((summary.get("response") or {}).get("skipped_updates") or 0),
         "seconds": _num(summary.get("seconds")),
         "convergence": float(convergence(stt, final, steps=steps, target=target,
                                          diverged=diverged)),

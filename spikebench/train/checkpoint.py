@@ -25,13 +25,13 @@ VERSION = 1
 _NAME = re.compile(r"step-(\d{8})\.pt")
 
 
-def folder(run_dir: Path) -> Path:
-    return Path(run_dir) / FOLDER
+def folder(run_dir: Path, name: str = FOLDER) -> Path:
+    return Path(run_dir) / name
 
 
-def saved(run_dir: Path) -> list[Path]:
+def saved(run_dir: Path, name: str = FOLDER) -> list[Path]:
     """The checkpoint files of a run, newest (highest step) first."""
-    d = folder(run_dir)
+    d = folder(run_dir, name)
     found = [p for p in d.glob("step-*.pt") if _NAME.fullmatch(p.name)] if d.is_dir() else []
     return sorted(found, key=lambda p: p.name, reverse=True)
 
@@ -40,16 +40,17 @@ def _digest_path(path: Path) -> Path:
     return path.with_suffix(".sha256")
 
 
-def save(run_dir: Path, step: int, state: dict[str, Any], keep: int) -> tuple[Path, int]:
-    """Write the checkpoint of ``step``, then drop all but the newest ``keep``; returns its
-    path and size in bytes."""
+def save(run_dir: Path, step: int, state: dict[str, Any], keep: int,
+         name: str = FOLDER) -> tuple[Path, int]:
+    """Write the checkpoint of ``step`` into ``run_dir/name``, then drop all but the newest
+    ``keep``; returns its path and size in bytes."""
     buf = io.BytesIO()
     torch.save({"version": VERSION, "step": step, **state}, buf)
     data = buf.getvalue()
-    path = folder(run_dir) / f"step-{step:08d}.pt"
+    path = folder(run_dir, name) / f"step-{step:08d}.pt"
     atomic_write_bytes(path, data)
     atomic_write_text(_digest_path(path), hashlib.sha256(data).hexdigest() + "\n")
-    for old in saved(run_dir)[keep:]:
+    for old in saved(run_dir, name)[keep:]:
         old.unlink(missing_ok=True)
         _digest_path(old).unlink(missing_ok=True)
     return path, len(data)

@@ -35,10 +35,21 @@ from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
 from spikebench.train.optim import make_optimizer, update_ratio
+from spikebench.train.rollback import Rollback
 from spikebench.train.schedule import lr_at
 from spikebench.train.setup import preflight, resolve_device
 from spikebench.train.sinks import JsonlSink, Sink
-from spikebench.train.state import Progress, capture, read_log, restore, usable
+from spikebench.train.skip_step import SkipStep
+from spikebench.train.state import (
+    Progress,
+    capture,
+    load_train_state,
+    read_log,
+    restore,
+    train_state,
+    usable,
+)
+from spikebench.train.zclip import ZClip
 
 
 @dataclass
@@ -51,12 +62,17 @@ class StepOutput:
     loss_scale: torch.Tensor | None = None  # fp16 with scaling only
     overflow: torch.Tensor | None = None  # bool: the scaler skipped this step (fp16)
     update_ratio: torch.Tensor | None = None  # when probed
+    skipped: torch.Tensor | None = None  # bool: skip-step skipped the update
+    clip_bound: torch.Tensor | None = None  # ZClip's bound
 
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[torch.Tensor],
                x: torch.Tensor, y: torch.Tensor, *, precision: Precision, grad_accum: int,
-               clip: float, probe_update: bool = False) -> StepOutput:
-    """Forward and backward over ``grad_accum`` micro-batches, unscale, clip, step."""
+               clip: float, probe_update: bool = False, zclip: ZClip | None = None,
+               skipper: SkipStep | None = None) -> StepOutput:
+    """Forward and backward over ``grad_accum`` micro-batches, unscale, clip (fixed, then
+    ZClip's bound), step; skip-step and the divergence guard skip the update on the
+    device."""
     scaler = precision.scaler
     loss_sum = torch.zeros((), device=x.device)
     for xm, ym in zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True):
@@ -73,9 +89,16 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
     # the scale (counted, not fatal). Only a non-finite loss means divergence then.
     bad = ~torch.isfinite(loss_sum) if scaler else ~(
         torch.isfinite(loss_sum) & torch.isfinite(grad_norm))
+    out = StepOutput(loss_sum, grad_norm, bad)
+    if zclip is not None:
+        grads = [p.grad for p in params if p.grad is not None]
+        out.clip_bound = zclip.clip_(grads, grad_norm.clamp(max=clip))
+    skip = bad
+    if skipper is not None:
+        out.skipped = skipper.check(loss_sum, grad_norm)
+        skip = bad | out.skipped
 
     before = [p.detach().clone() for p in params] if probe_update else None
-    out = StepOutput(loss_sum, grad_norm, bad)
     if scaler:
         scale_before = loss_scale_tensor(scaler).clone()
         scaler.step(opt)
@@ -83,7 +106,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
         out.loss_scale = loss_scale_tensor(scaler)
         out.overflow = out.loss_scale < scale_before
     else:
-        opt.grad_scale, opt.found_inf = None, bad.float()
+        opt.grad_scale, opt.found_inf = None, skip.float()
         opt.step()
         del opt.grad_scale, opt.found_inf
     opt.zero_grad(set_to_none=True)
@@ -168,6 +191,12 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     skipped = torch.zeros((), dtype=torch.long, device=device)
     val_history: list[tuple[int, float]] = []
     costs = {"saved": 0, "bytes": 0, "seconds": 0.0}
+    r = cfg.response
+    parts = {"zclip": ZClip(cfg.optim.zclip_alpha, cfg.optim.zclip_z, cfg.optim.zclip_warmup,
+                            device) if cfg.optim.clip_mode == "zclip" else None,
+             "skipper": SkipStep(r.skip_window, r.skip_k, device)
+             if r.kind == "skip_step" else None}
+    rollback = Rollback(r, cfg.spikes.gap, run_dir) if r.kind == "rollback" else None
 
     def run_eval(step: int) -> float:
         start = time.perf_counter()
@@ -178,33 +207,38 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
 
     def save_checkpoint(step: int) -> None:
         start = time.perf_counter()
-        progress = Progress(step, tokens, int(skipped), buffer.elapsed(), val_history)
-        state = capture(cfg, model, opt, precision, monitor, progress, log.sync())
+        progress = Progress(step, position, tokens, int(skipped), buffer.elapsed(),
+                            val_history)
+        state = capture(cfg, model, opt, precision, monitor, progress, log.sync(),
+                        {**parts, "rollback": rollback})
         _, size = checkpoint.save(run_dir, step, state, t.keep_checkpoints)
         took = time.perf_counter() - start
         buffer.pause(took)  # off the trial's clock, as evaluation is
         costs.update(saved=costs["saved"] + 1, bytes=size, seconds=costs["seconds"] + took)
 
-    tokens, start, status, diverged_step = 0, 0, "completed", None
+    tokens, start, position, status, diverged_step = 0, 0, 0, "completed", None
     if saved is None:
         emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
     else:
-        at = restore(saved, model, opt, precision, monitor)
+        at = restore(saved, model, opt, precision, monitor, {**parts, "rollback": rollback})
         history.extend(read_log(log.partial, saved["log_bytes"]))
-        start, tokens, val_history[:] = at.step, at.tokens, at.val_history
+        start, position, tokens, val_history[:] = at.step, at.position, at.tokens, at.val_history
         skipped.fill_(at.skipped)
         buffer.resume(at.elapsed)
     model.train()
     step = start
     for step in range(start + 1, t.steps + 1):
-        i = step - 1  # 0-based index for schedules and data
-        lr = lr_at(i, cfg, shocked)
+        position += 1  # = step, unless a rollback went back
+        i = rollback.batch(position) if rollback else position - 1  # the batch index
+        lr = lr_at(position - 1, cfg, shocked, at=step - 1) * (
+            rollback.lr_factor(position) if rollback else 1.0)
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = stream.batch(i)
         probing = step % t.probe_every == 0
         out = train_step(model, opt, params, x, y, precision=precision,
-                         grad_accum=cfg.optim.grad_accum, clip=clip, probe_update=probing)
+                         grad_accum=cfg.optim.grad_accum, clip=clip, probe_update=probing,
+                         **parts)
         tokens += x.numel()
 
         rec: dict[str, Any] = {M.STEP: step, M.TRAIN_LOSS: out.loss,
@@ -212,6 +246,12 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                                M.SEQ_LEN: x.shape[1]}
         if i in stream.fault_steps:
             rec[M.INJECTED] = 1
+        if rollback:
+            rec[M.POSITION] = position
+        if out.skipped is not None:
+            rec[M.SKIPPED_UPDATE] = out.skipped
+        if out.clip_bound is not None:
+            rec[M.CLIP_BOUND] = out.clip_bound
         if out.loss_scale is not None:
             skipped += out.overflow.long()
             rec[M.LOSS_SCALE] = out.loss_scale.clone()
@@ -230,6 +270,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             records, diverged_step = buffer.flush(tokens)
             if diverged_step is None and evaluating:
                 records[-1][M.VAL_LOSS] = run_eval(step)
+            if (diverged_step is None and rollback
+                    and (onset := rollback.triggered(records)) is not None):
+                back = rollback.roll_back(onset, position, step, lambda st: load_train_state(
+                    st, model, opt, precision, parts))
+                if back is not None:
+                    records[-1][M.ROLLBACK] = 1
+                    position = back
             emit(records)
             if diverged_step is not None:
                 status = "diverged"
@@ -237,6 +284,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 break
             if checkpointing:
                 save_checkpoint(step)
+        if rollback and position % r.every == 0 and not (
+                rollback.ring and rollback.ring[-1].position == position):
+            rollback.keep(position, train_state(model, opt, precision, parts))
 
     seconds = buffer.elapsed()
     monitor.finish()
@@ -257,6 +307,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "max_attn_logit": max(logits) if logits else None,
         "skipped_steps": int(skipped),
         "checkpoints": costs,
+        "response": {
+            "kind": r.kind,
+            "rollbacks": rollback.events if rollback else [],
+            "redone_steps": sum(e["redone_steps"] for e in rollback.events) if rollback else 0,
+            "skipped_batches": rollback.offset if rollback else 0,
+            "skipped_updates": int(sum(rec.get(M.SKIPPED_UPDATE) or 0 for rec in history)),
+        },
         "precision": precision.label,
         "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in val_history],
     }

@@ -31,8 +31,11 @@ def lr_factor(step: int, total_steps: int, cfg: ScheduleConfig) -> float:
     return low + (1.0 - low) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def lr_at(step: int, cfg: Config, shocked: range) -> float:
-    """The LR applied at 0-based ``step``: peak x schedule factor x the LR shock where it
-    applies (``shocked``: :func:`spikebench.data.faults.lr_shock_steps`)."""
+def lr_at(step: int, cfg: Config, shocked: range, at: int | None = None) -> float:
+    """The LR applied at 0-based schedule position ``step``: peak x schedule factor x the LR
+    shock where it applies (``shocked``: :func:`spikebench.data.faults.lr_shock_steps`),
+    timed by ``at``, the 0-based step worked (default ``step``; they differ after a rollback,
+    which redoes positions of the schedule but not the time the shock happened at)."""
+    at = step if at is None else at
     return cfg.optim.lr * lr_factor(step, cfg.train.steps, cfg.schedule) * (
-        cfg.faults.lr_shock_factor if step in shocked else 1.0)
+        cfg.faults.lr_shock_factor if at in shocked else 1.0)

@@ -31,6 +31,7 @@ _LOCAL_KEYS = {"train": ("device", "threads", "progress"), "run": ("out_dir", "n
 @dataclass
 class Progress:
     step: int = 0
+    position: int = 0  # in the LR schedule and data: behind ``step`` after a rollback
     tokens: int = 0
     skipped: int = 0
     elapsed: float = 0.0
@@ -46,19 +47,45 @@ def config_key(cfg: Config) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def capture(cfg: Config, model: torch.nn.Module, opt: torch.optim.Optimizer,
-            precision: Precision, monitor: SpikeMonitor, progress: Progress,
-            log_bytes: int) -> dict[str, Any]:
-    """The checkpoint's contents: tensors and plain values only (weights-only loadable)."""
+def train_state(model: torch.nn.Module, opt: torch.optim.Optimizer, precision: Precision,
+                parts: dict[str, Any]) -> dict[str, Any]:
+    """What the next update depends on: model, optimizer, loss scaler, RNG streams, and the
+    state of each part (ZClip, skip-step: objects with ``state_dict``; None when off).
+    References, not copies: a caller that keeps it must copy it."""
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     return {
-        "config": config_key(cfg),
         "model": model.state_dict(),
         "optim": opt.state_dict(),
         "scaler": precision.scaler.state_dict() if precision.scaler else None,
         "rng": {"cpu": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if cuda else []},
-        "step": progress.step, "tokens": progress.tokens, "skipped": progress.skipped,
+        "parts": {k: p.state_dict() if p is not None else None for k, p in parts.items()},
+    }
+
+
+def load_train_state(state: dict[str, Any], model: torch.nn.Module,
+                     opt: torch.optim.Optimizer, precision: Precision,
+                     parts: dict[str, Any]) -> None:
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optim"])
+    if precision.scaler is not None and state["scaler"] is not None:
+        precision.scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["rng"]["cpu"])
+    if state["rng"]["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    for k, p in parts.items():
+        if p is not None and state["parts"].get(k) is not None:
+            p.load_state_dict(state["parts"][k])
+
+
+def capture(cfg: Config, model: torch.nn.Module, opt: torch.optim.Optimizer,
+            precision: Precision, monitor: SpikeMonitor, progress: Progress,
+            log_bytes: int, parts: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's contents: tensors and plain values only (weights-only loadable)."""
+    return {
+        "config": config_key(cfg),
+        **train_state(model, opt, precision, parts),
+        "step": progress.step, "position": progress.position, "tokens": progress.tokens, "skipped": progress.skipped,
         "elapsed": progress.elapsed,
         "val_history": [[s, v] for s, v in progress.val_history],
         "monitor": monitor.state_dict(),
@@ -67,17 +94,12 @@ def capture(cfg: Config, model: torch.nn.Module, opt: torch.optim.Optimizer,
 
 
 def restore(state: dict[str, Any], model: torch.nn.Module, opt: torch.optim.Optimizer,
-            precision: Precision, monitor: SpikeMonitor) -> Progress:
+            precision: Precision, monitor: SpikeMonitor, parts: dict[str, Any]) -> Progress:
     """Put a checkpoint back into freshly built objects; returns where the run stood."""
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["optim"])
-    if precision.scaler is not None and state["scaler"] is not None:
-        precision.scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["rng"]["cpu"])
-    if state["rng"]["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    load_train_state(state, model, opt, precision, parts)
     monitor.load_state_dict(state["monitor"])
-    return Progress(step=int(state["step"]), tokens=int(state["tokens"]),
+    return Progress(step=int(state["step"]), position=int(state["position"]),
+                    tokens=int(state["tokens"]),
                     skipped=int(state["skipped"]), elapsed=float(state["elapsed"]),
                     val_history=[(int(s), float(v)) for s, v in state["val_history"]])
 

@@ -67,13 +67,13 @@ def storage_url(study_dir: Path) -> str:
 
 
 def outcome(status="completed", events=1, reached_at=None, seconds=None, final=3.2,
-            diverged_step=None, initial=5.5, attn=None) -> dict[str, Any]:
+            diverged_step=None, initial=5.5, attn=None, response=None) -> dict[str, Any]:
     """One seed's outcome: spike events (each one at a fixed step), the step the target
     was reached at (None: missed), wall seconds to it, final and initial validation loss,
     the largest attention logit (None: not probed)."""
     return {"status": status, "events": events, "reached_at": reached_at,
             "seconds": seconds, "final": final, "diverged_step": diverged_step,
-            "initial": initial, "attn": attn}
+            "initial": initial, "attn": attn, "response": response}
 
 
 def default_outcome(arm: str, seed: int) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def _write_seed(d: Path, o: dict[str, Any], seed: int, steps: int, precision: st
     summary = {
         "status": o["status"], "steps": o["diverged_step"] or steps, "seconds": 10.0 + seed,
         "diverged_step": o["diverged_step"], "initial_val_loss": o["initial"],
-        "final_val_loss": o["final"], "max_attn_logit": o["attn"],
+        "final_val_loss": o["final"], "max_attn_logit": o["attn"], "response": o["response"],
         "spikes": {"rule": "default", "events": events, "n_events": len(events),
                    "total_severity": 6.0 * len(events),
                    "time_to_target": {"target": TARGET, "reached": reached,
@@ -246,7 +246,8 @@ def make_study(root: Path, *, folder: str = "fix", name: str | None = None,
             else:
                 summary = {"status": o["status"], "diverged_step": o["diverged_step"],
                            "initial_val_loss": o["initial"], "final_val_loss": o["final"],
-                           "max_attn_logit": o["attn"], "seconds": 10.0,
+                           "max_attn_logit": o["attn"], "response": o["response"],
+                           "seconds": 10.0,
                            "spikes": {"n_events": o["events"], "total_severity": 6.0 * o[
                                "events"], "time_to_target": {
                                "reached": o["reached_at"] is not None,

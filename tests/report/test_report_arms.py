@@ -33,6 +33,11 @@ def test_arms_map_to_the_articles_strategies(study):
     ("model.z_loss", 1e-4, ("z_loss", "z-loss 0.0001")),
     ("model.z_loss", 0.0, None),
     ("model.bias", True, ("unknown", "model.bias")),
+    ("optim.clip_mode", "zclip", ("adaptive_clip", "ZClip adaptive clipping")),
+    ("optim.clip_mode", "fixed", None),
+    ("response.kind", "rollback", ("rollback", "rollback on a spike (PaLM)")),
+    ("response.kind", "skip_step", ("skip_step", "skip-step on an outlier (OLMo-core)")),
+    ("response.kind", "off", None),
 ])
 def test_strategy_of_one_value(key, value, expected):
     assert strategy_of(key, value) == expected

@@ -18,6 +18,10 @@ from spikebench.report.data import Study
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.sections.section import Info
 
+# What a spike response did on each seed (per_seed keys), and how the table names it.
+RESPONSES = {"rollbacks": "Rollbacks", "redone_steps": "Steps redone",
+             "skipped_batches": "Batches skipped", "skipped_updates": "Updates skipped"}
+
 
 @dataclass(frozen=True, kw_only=True)
 class SpikeCountsInfo(Info):
@@ -41,7 +45,9 @@ def info(study: Study) -> SpikeCountsInfo:
         ev = _events(t)
         arms.append({"arm": arm, "label": classify_arm(study, arm)["label"], "trial": t.number,
                      "events": ev, "mean": float(np.mean(ev)) if ev else None,
-                     "diverged": sum(s.get("status") == "diverged" for s in t.per_seed)})
+                     "diverged": sum(s.get("status") == "diverged" for s in t.per_seed),
+                     "responses": {k: [int(s.get(k) or 0) for s in t.per_seed]
+                                   for k in RESPONSES}})
     done = [t for t in study.trials if t.complete and t.per_seed]
     per_trial = {t.number: float(np.mean(_events(t))) for t in done}
     active = {t.number: dict(known_strategies(study, trial_values(t, study))) for t in done}
@@ -69,6 +75,13 @@ def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
             ["Arm", "Strategy", "Loss-spike events per seed", "Mean per seed", "Diverged"],
             [[Cell(a["arm"]), Cell(a["label"]), Cell(", ".join(map(str, a["events"]))),
               Cell(num(a["mean"]), a["mean"]), Cell(str(a["diverged"]))] for a in k.arms])]
+    acted = [a for a in k.arms if any(any(v) for v in a["responses"].values())]
+    if acted:
+        out += [para("Spike responses and their cost, per seed (a rollback's redone steps "
+                     "count against the budget and the time to target):"), Table(
+            ["Arm", *RESPONSES.values()],
+            [[Cell(a["arm"])] + [Cell(", ".join(map(str, a["responses"][key])))
+                                 for key in RESPONSES] for a in acted])]
     if k.features:
         out += [para("Every completed trial, strategy on vs off (descriptive only: in "
                      "search trials the strategies vary together):"), Table(

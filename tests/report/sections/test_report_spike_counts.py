@@ -13,3 +13,26 @@ def test_spike_counts_by_arm_and_by_feature(study):
     assert feats["clip"]["on_trials"] + feats["clip"]["off_trials"] == len(ARMS) + 2
 
 
+
+
+def test_spike_responses_and_their_cost_per_seed(tmp_path):
+    from fixtures import BASELINE, make_study, outcome
+
+    from spikebench.report.data import load_study
+
+    rb = {"kind": "rollback", "rollbacks": [{"step": 60, "redone_steps": 10}],
+          "redone_steps": 10, "skipped_batches": 20, "skipped_updates": 0}
+    arms = {"baseline": {}, "rollback": {"response.kind": "rollback"}}
+    st = load_study(make_study(tmp_path, folder="resp", arms=arms, search=0, seeds=(0, 1),
+                               baseline=BASELINE, outcomes={
+                                   "rollback": [outcome(response=rb), outcome()]}))
+    info = spike_counts.info(st)
+    row = {a["arm"]: a for a in info.arms}["rollback"]
+    assert row["label"] == "rollback on a spike (PaLM)"
+    assert row["responses"] == {"rollbacks": [1, 0], "redone_steps": [10, 0],
+                                "skipped_batches": [20, 0], "skipped_updates": [0, 0]}
+    from spikebench.report.blocks import Table
+
+    tables = [b for b in spike_counts.blocks(info, frozenset()) if isinstance(b, Table)]
+    table = tables[1]  # after the designed comparison's event counts
+    assert [c.text for c in table.rows[0]] == ["rollback", "1, 0", "10, 0", "20, 0", "0, 0"]

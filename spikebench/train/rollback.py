@@ -1,0 +1,111 @@
+"""Rollback (PaLM): on a detected loss spike, return to a recent good state and skip batches.
+
+Every ``response.every`` steps the run keeps its state (model, optimizer, loss scaler, RNG
+streams, ZClip and skip-step statistics) in a ring of ``response.ring``: cloned on the
+device (``storage = "memory"``) or in the checkpoint format (``"disk"``). A trigger rule
+(``response.detector``) watches the training loss at each read-back. When it opens an
+event, the newest state from before the event's onset comes back, the next
+``response.skip_batches`` batches are skipped (the stream moves on), and the LR may be
+scaled by ``lr_factor`` for ``cooldown`` steps. At most ``max_rollbacks`` times.
+
+Logged steps count steps worked, redone ones included, so the budget and time to target
+pay for a rollback; ``train/position`` is the position in the LR schedule.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spikebench import metrics as M
+from spikebench.config import ResponseConfig
+from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.train import checkpoint
+
+FOLDER = "rollback"
+
+
+@dataclass
+class Snapshot:
+    position: int
+    state: dict[str, Any] | Path  # in memory, or the file it was written to
+    trigger: dict[str, Any]  # the trigger rule's state then: it must not remember the spike
+
+
+class Rollback:
+    def __init__(self, cfg: ResponseConfig, gap: int, run_dir: Path):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.trigger = SpikeMonitor(cfg.detector, (M.TRAIN_LOSS,), gap=gap)
+        self.ring: list[Snapshot] = []
+        self.offset = 0  # batches skipped so far
+        self.cool_until = 0  # last position at lr_factor
+        self.events: list[dict[str, Any]] = []
+        self._seen = 0  # trigger events already acted on
+
+    def batch(self, position: int) -> int:
+        """The 0-based batch index of a 1-based schedule position."""
+        return position - 1 + self.offset
+
+    def lr_factor(self, position: int) -> float:
+        return self.cfg.lr_factor if position <= self.cool_until else 1.0
+
+    def keep(self, position: int, state: dict[str, Any]) -> None:
+        """Add the state after ``position`` to the ring (the caller clones nothing)."""
+        if self.cfg.storage == "disk":
+            kept: dict[str, Any] | Path = checkpoint.save(
+                self.run_dir, position, state, self.cfg.ring, name=FOLDER)[0]
+        else:
+            kept = copy.deepcopy(state)
+        self.ring = [*self.ring, Snapshot(position, kept, self.trigger.state_dict())]
+        self.ring = self.ring[-self.cfg.ring:]
+
+    def triggered(self, records: list[dict[str, Any]]) -> int | None:
+        """Feed one read-back's records; the schedule position of a new event's onset."""
+        for r in records:
+            self.trigger.update(r[M.STEP], r)
+        events = self.trigger.events
+        new, self._seen = events[self._seen:], len(events)
+        if not new or len(self.events) >= self.cfg.max_rollbacks:
+            return None
+        at = {r[M.STEP]: r[M.POSITION] for r in records}
+        return at.get(new[0].onset, records[0][M.POSITION])
+
+    def roll_back(self, onset: int, position: int, step: int,
+                  restore: Callable[[dict[str, Any]], None]) -> int | None:
+        """Restore the newest state from before ``onset``; returns its position (None when
+        the ring holds none)."""
+        before = [s for s in self.ring if s.position < onset]
+        if not before:
+            return None
+        snap = before[-1]
+        state = snap.state if isinstance(snap.state, dict) else torch.load(
+            snap.state, map_location="cpu", weights_only=True)
+        restore(state)
+        self.trigger.load_state_dict(snap.trigger)
+        self._seen = len(self.trigger.events)
+        self.ring = before
+        self.offset += self.cfg.skip_batches
+        self.cool_until = snap.position + self.cfg.cooldown
+        self.events.append({"kind": "rollback", "step": step, "onset_position": onset,
+                            "to_position": snap.position,
+                            "redone_steps": position - snap.position,
+                            "skipped_batches": self.cfg.skip_batches})
+        return snap.position
+
+    def state_dict(self) -> dict[str, Any]:
+        """For checkpoints: the counters, the trigger and the events. The ring itself is
+        not saved: a resumed run starts it empty (with ``storage = "disk"`` its files
+        stay, but are not read back)."""
+        return {"offset": self.offset, "cool_until": self.cool_until,
+                "events": self.events, "trigger": self.trigger.state_dict()}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        self.offset, self.cool_until = int(d["offset"]), int(d["cool_until"])
+        self.events = list(d["events"])
+        self.trigger.load_state_dict(d["trigger"])
+        self._seen = len(self.trigger.events)
