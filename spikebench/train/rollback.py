@@ -89,6 +89,11 @@ class Rollback:
         self.trigger.load_state_dict(snap.trigger)
         self._seen = len(self.trigger.events)
         self.ring = before
+        if self.cfg.storage == "disk":  # states from after it are gone from disk too
+            for path in checkpoint.saved(self.run_dir, FOLDER):
+                if int(path.stem.split("-")[1]) > snap.position:
+                    path.unlink(missing_ok=True)
+                    path.with_suffix(".sha256").unlink(missing_ok=True)
         self.offset += self.cfg.skip_batches
         self.cool_until = snap.position + self.cfg.cooldown
         self.events.append({"kind": "rollback", "step": step, "onset_position": onset,

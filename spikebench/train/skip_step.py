@@ -1,9 +1,11 @@
 """Skip-step (OLMo-core): skip the update of a step whose loss or grad norm is an outlier.
 
-The device keeps the last ``window`` losses and grad norms of applied updates; once the
-window is full, a step more than ``k`` standard deviations above either mean is skipped
-through the optimizer's ``found_inf`` (the contract the loop's divergence guard uses), so
-weights and optimizer state stay as they were and nothing is read back to the host.
+The device keeps the last ``window`` losses and grad norms, of skipped steps too (as
+OLMo-core does, so a lasting shift of level stops counting as an outlier once the window
+holds it). Once half the window is filled, a step more than ``k`` standard deviations above
+either mean is skipped through the optimizer's ``found_inf`` (the contract the loop's
+divergence guard uses): weights and optimizer state stay as they were, and nothing is read
+back to the host.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ class SkipStep:
         self.n = torch.zeros((), dtype=torch.long, device=device)
 
     def check(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor:
-        """A device bool: skip this step. Then records the step's values if it is applied."""
+        """A device bool: skip this step. Then records the step's values (if finite)."""
         x = torch.stack([loss.float(), grad_norm.float()])
-        mean = self.values.mean(dim=1)
-        sd = self.values.std(dim=1, correction=0)
-        full = self.n >= self.window
-        skip = full & (x > mean + self.k * sd).any()
-        keep = ~skip & torch.isfinite(x).all()
+        count = self.n.clamp(max=self.window)
+        filled = (torch.arange(self.window, device=self.n.device) < count).float()
+        mean = (self.values * filled).sum(dim=1) / count.clamp(min=1)
+        sd = (((self.values - mean[:, None]) ** 2 * filled).sum(dim=1)
+              / count.clamp(min=1)).sqrt()
+        ready = self.n >= max(2, self.window // 2)
+        skip = ready & (x > mean + self.k * sd).any()
+        keep = torch.isfinite(x).all()
         slot = (self.n % self.window).view(1)
         old = self.values.index_select(1, slot).squeeze(1)
         self.values.index_copy_(1, slot, torch.where(keep, x, old).unsqueeze(1))

@@ -104,14 +104,15 @@ def test_rollback_restores_exactly_the_kept_state():
 
 def test_skip_step_leaves_weights_and_optimizer_state_untouched():
     _, model, opt, prec = _parts()
-    skipper = SkipStep(window=4, k=6.0, device=torch.device("cpu"))
-    for s in range(4):  # fill the window with applied updates
+    skipper = SkipStep(window=4, k=1e9, device=torch.device("cpu"))
+    for s in range(4):  # fill the window with applied updates (no step is 1e9 sd out)
         out = _step(model, opt, prec, s, skipper=skipper)
         assert not out.skipped
+    skipper.k = 6.0
     skipper.values[:] = 1e-3  # every recent loss and norm tiny: the next step is an outlier
     before = copy.deepcopy((model.state_dict(), opt.state_dict()))
     out = _step(model, opt, prec, 9, skipper=skipper)
-    assert bool(out.skipped) and int(skipper.n) == 4  # not recorded in the window
+    assert bool(out.skipped) and int(skipper.n) == 5  # recorded, as OLMo-core does
     for k, v in before[0].items():
         assert torch.equal(model.state_dict()[k], v), k
     for pid, st in before[1]["state"].items():
@@ -256,3 +257,14 @@ def test_each_response_resumes_exactly_from_a_checkpoint(tmp_path, over):
         assert state["parts"][part] is not None
     else:
         assert len(state["parts"]["rollback"]["events"]) == 1
+
+
+def test_rollback_from_disk_is_the_same_as_from_memory(tmp_path):
+    _, memory = run(tmp_path, "response.kind=rollback", name="mem")
+    _, disk = run(tmp_path, "response.kind=rollback", "response.storage=disk", name="disk")
+    timing = (M.TOKENS_PER_S, M.ELAPSED_S)
+    assert [{k: v for k, v in r.items() if k not in timing} for r in disk] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in memory]
+    kept = sorted(p.name for p in (tmp_path / "disk" / "rollback").glob("*.pt"))
+    assert len(kept) == 4  # the ring's size, in the checkpoint format
+    assert any(r.get(M.ROLLBACK) for r in disk)
