@@ -98,6 +98,14 @@ MUTATIONS = (
              'return "checksum mismatch (truncated or corrupted)"', 'return ""',
              ("tests/train/test_checkpoint.py::"
               "test_a_corrupted_checkpoint_is_named_and_the_previous_one_used",)),
+    Mutation("skip-step decides to skip but the update is applied", "spikebench/train/loop.py",
+             "opt.grad_scale, opt.found_inf = None, skip.float()",
+             "opt.grad_scale, opt.found_inf = None, bad.float()",
+             ("tests/train/test_response.py::"
+              "test_skip_step_leaves_weights_and_optimizer_state_untouched",)),
+    Mutation("ZClip computes its bound but never clips", "spikebench/train/zclip.py",
+             "torch._foreach_mul_(grads, coef)", "grads = grads",
+             ("tests/train/test_response.py::test_zclip_bound_holds_at_every_applied_update",)),
     Mutation("a crashed trial is retried on every rerun", "spikebench/sweep/studies.py",
              "or (t.state == TrialState.FAIL and t.number not in retried)", "or False",
              ("tests/sweep/test_driver.py::"
