@@ -19,6 +19,7 @@ from spikebench.config.load import (
     resolve_flat,
 )
 from spikebench.config.schema import (
+    CleanConfig,
     Config,
     CurriculumConfig,
     DataConfig,
@@ -34,7 +35,8 @@ from spikebench.config.schema import (
 )
 
 __all__ = [
-    "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "Config", "CurriculumConfig", "DataConfig",
+    "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "CleanConfig", "Config", "CurriculumConfig",
+    "DataConfig",
     "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "ResponseConfig",
     "RunConfig",
     "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "off_value", "optional_key", "from_dict", "load", "load_toml",

@@ -132,6 +132,24 @@ class FaultConfig:
 
 
 @dataclass
+class CleanConfig:
+    # Cleaning of the training split, after any planted contamination (spikebench.data.clean):
+    # units of at most unit_bytes (documents cut at line ends) are removed whole.
+    dedup: bool = False  # MinHash LSH near-duplicates (datasketch), word 5-gram shingles
+    dedup_threshold: float = field(default=0.8, metadata=_rng(0.0, 1.0, lo_open=True))
+    dedup_num_perm: int = field(default=128, metadata=_rng(16, 1024))
+    quality: bool = False  # the rules below; a rule with its threshold "off" is skipped
+    max_garbled: float | None = field(default=0.1, metadata=_rng(0.0, 1.0, lo_open=True))
+    max_symbol_word_ratio: float | None = field(default=0.1, metadata=_rng(0.0, lo_open=True))
+    max_dup_line_frac: float | None = field(default=0.3, metadata=_rng(0.0, 1.0, lo_open=True))
+    max_ngram_repeats: int | None = field(default=32, metadata=_rng(2))
+    unit_bytes: int = field(default=1024, metadata=_rng(64, 1 << 20))
+    # Results of cleaning a corpus with given settings are kept here, by content hash ("":
+    # no cache).
+    cache_dir: str = "results/.clean-cache"
+
+
+@dataclass
 class ResponseConfig:
     # What the run does about a spike: nothing; roll back to a recent good state and skip
     # batches (PaLM); or skip the update of an outlier step on the device (OLMo-core).
@@ -200,6 +218,7 @@ class Config:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     faults: FaultConfig = field(default_factory=FaultConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
     response: ResponseConfig = field(default_factory=ResponseConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)

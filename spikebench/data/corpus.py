@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from spikebench.config import Config
+from spikebench.data.clean.run import clean
+from spikebench.data.clean.run import enabled as clean_enabled
 from spikebench.data.faults import contaminate, contamination_requested
 from spikebench.data.sources import (
     BYTE_VOCAB,
@@ -131,4 +133,15 @@ def load_corpus(cfg: Config) -> Corpus:
                               f"= {vocab}; set model.vocab_size > {top} (50304 for GPT-2 ids)")
     meta = {"source": source, **meta, "train_tokens": len(train), "val_tokens": len(val)}
     meta["contamination"] = contaminate(train, cfg) if contamination_requested(cfg) else []
+    if clean_enabled(cfg.clean):
+        if meta["kind"] == "bin":
+            raise UserError(f"clean: cleans text corpora; data.corpus = {source!r} is a .bin "
+                            "token file")
+        data, meta["cleaning"] = clean(bytes(train.numpy()), cfg.clean, meta["contamination"])
+        train = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        meta["train_tokens"] = len(train)
+        if len(train) < 2 * (cfg.data.seq_len + 1):
+            raise UserError(f"clean: left {len(train)} bytes of the training split, fewer than "
+                            f"the {2 * (cfg.data.seq_len + 1)} = 2 * (data.seq_len + 1) a run "
+                            "needs; loosen the thresholds or turn a cleaner off")
     return Corpus(train=train, val=val, vocab_size=vocab, meta=meta)
