@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-response report train lint clean
+.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning report train lint clean
 
 install: $(STAMP)
 
@@ -47,6 +47,11 @@ sweep-response: install
 	$(BIN)/spikebench report results/response
 	$(BIN)/spikebench sweep sweeps/response-shock.toml $(ARGS)
 	$(BIN)/spikebench report results/response-shock
+
+# Cleaning the data: quality filters and MinHash dedup against a planted bad block.
+sweep-cleaning: install
+	$(BIN)/spikebench sweep sweeps/cleaning.toml $(ARGS)
+	$(BIN)/spikebench report results/cleaning
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)

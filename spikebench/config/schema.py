@@ -57,6 +57,10 @@ class DataConfig:
     val_fraction: float = field(default=0.05, metadata=_rng(0.0, 0.5, lo_open=True))
     seq_len: int = field(default=128, metadata=_rng(2))
     batch_size: int = field(default=16, metadata=_rng(1))
+    # random: each window at a uniform offset; sequential: step t reads the t-th stretch of
+    # batch_size x seq_len bytes of the training split, in order (wrapping), as a pass over
+    # ordered shards does, so a bad stretch of the corpus is met at one time.
+    order: Literal["random", "sequential"] = "random"
 
 
 @dataclass
@@ -123,6 +127,9 @@ class FaultConfig:
     # corpus target: share of the training corpus replaced by contamination segments.
     corpus_share: float = field(default=0.02, metadata=_rng(0.0, 0.5, lo_open=True))
     segment_bytes: int = field(default=2048, metadata=_rng(16))
+    # corpus target: "spread" places the segments uniformly; "block" puts them end to end
+    # where data.order = "sequential" reads at fraction `at` of the run (a bad shard).
+    corpus_layout: Literal["spread", "block"] = "spread"
     # Text of the "domain" burst; empty: generated numeric tables.
     domain_corpus: str = ""
     # Multiply the LR by lr_shock_factor for lr_shock_steps steps from fraction lr_shock_at.

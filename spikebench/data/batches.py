@@ -41,6 +41,7 @@ class BatchStream:
         self.seed = cfg.train.seed
         self._memmap = not isinstance(corpus.train, torch.Tensor)
         self._pin = self.device.type == "cuda"
+        self.sequential = cfg.data.order == "sequential"
         self.curriculum = Curriculum(cfg)
         # Offsets are drawn from [0, n_train - seq_len): every full window fits.
         self._max_offset = len(corpus.train) - self.seq_len
@@ -71,7 +72,12 @@ class BatchStream:
             raise ValueError(f"step must be >= 0, got {step}")
         length = self.seq_len_at(step) + 1
         g = torch.Generator().manual_seed(derive_seed(self.seed, "data", step))
-        offsets = torch.randint(0, self._max_offset, (self.batch_size,), generator=g)
+        if self.sequential:
+            first = step * self.batch_size
+            offsets = (torch.arange(first, first + self.batch_size) * self.seq_len
+                       ) % self._max_offset
+        else:
+            offsets = torch.randint(0, self._max_offset, (self.batch_size,), generator=g)
         windows = self._check_ids(gather_windows(self.corpus.train, offsets, length),
                                   f"at step {step + 1}")
         if self.curriculum.selects(step):

@@ -160,9 +160,15 @@ def contaminate(train: torch.Tensor, cfg: Config) -> list[dict]:
         raise UserError(f"faults.segment_bytes = {seg}: must be <= the train split ({n} tokens)")
     rng = np.random.default_rng(derive_seed(cfg.train.seed, "faults"))
     n_seg = min(max(1, round(f.corpus_share * n / seg)), n // seg)
-    # Sorted gaps in the free space, shifted by the segments before them: no overlaps.
-    gaps = np.sort(rng.integers(0, n - n_seg * seg + 1, n_seg))
-    starts = gaps + np.arange(n_seg) * seg
+    if f.corpus_layout == "block":
+        # End to end from where a sequential reader is at step int(at * steps).
+        reader = int(f.at * cfg.train.steps) * cfg.data.batch_size * cfg.data.seq_len
+        first = min(reader % max(1, n - cfg.data.seq_len), n - n_seg * seg)
+        starts = first + np.arange(n_seg) * seg
+    else:
+        # Sorted gaps in the free space, shifted by the segments before them: no overlaps.
+        gaps = np.sort(rng.integers(0, n - n_seg * seg + 1, n_seg))
+        starts = gaps + np.arange(n_seg) * seg
     content = _segment_content(f.burst, n_seg, seg, train, cfg, rng)
     idx = torch.from_numpy(starts[:, None] + np.arange(seg))
     train[idx] = torch.from_numpy(content)
