@@ -288,6 +288,13 @@ class Config:
                                 f"the last step ({steps})")
 
     def _check_response(self) -> None:
+        r = self.response
+        if r.kind == "rollback" and r.every * r.ring <= self.train.log_every:
+            raise UserError(f"response.ring = {r.ring}: with response.every = {r.every} the "
+                            f"ring reaches {r.every * r.ring} steps back, not past one "
+                            f"read-back interval (train.log_every = {self.train.log_every}), "
+                            "so no kept state could predate a detected onset; make every x "
+                            "ring larger")
         if self.response.kind == "skip_step" and self.precision.mode == "fp16":
             raise UserError('response.kind = "skip_step": not with precision.mode = "fp16", '
                             "whose loss scaler decides which steps it skips; use fp32 or bf16")

@@ -45,6 +45,8 @@ def strategy_of(key: str, value: Any, *, schedule_kind: str = "cosine") -> tuple
     k = key.lower()
     off = value is None or value is False or value == 0 or (
         isinstance(value, str) and value.lower() in ("off", "none", ""))
+    if (k.startswith("response.") and k != "response.kind") or k.startswith("optim.zclip_"):
+        return None  # a setting of the response or of ZClip, not a strategy of its own
     if k == "optim.clip_mode" and value in ("fixed", "zclip"):
         return ("adaptive_clip", "ZClip adaptive clipping") if value == "zclip" else None
     if k == "response.kind":

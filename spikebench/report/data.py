@@ -227,6 +227,12 @@ def trial_job(trial: TrialRecord) -> dict[str, Any] | None:
     return _trial_file(trial, "trial.json", JOB)
 
 
+def seed_metas(trial: TrialRecord) -> list[dict[str, Any]]:
+    """Every readable ``seed-<n>/meta.json`` of a trial, in seed order."""
+    metas = (_trial_file(trial, f"{d.name}/meta.json", META) for d in seed_dirs(trial))
+    return [m for m in metas if m is not None]
+
+
 def seed_dirs(trial: TrialRecord) -> list[Path]:
     """A trial's ``seed-<n>`` folders in seed order (numeric, so seed-10 after seed-9)."""
     if trial.folder is None:

@@ -87,13 +87,19 @@ class RollingMoments:
         return math.sqrt(max(var, 0.0))
 
     def state_dict(self) -> dict:
-        return {"ring": self.ring.state_dict(), "ref": self.ref, "since": self._since_exact}
+        # The running sums too: recomputing them on load would round differently, and a
+        # resumed run must decide every spike exactly as an uninterrupted one.
+        return {"ring": self.ring.state_dict(), "ref": self.ref, "since": self._since_exact,
+                "s1": self.s1, "s2": self.s2}
 
     def load_state_dict(self, d: dict) -> None:
         self.ring = Ring(1)
         self.ring.load_state_dict(d["ring"])
         self.ref = d["ref"]
-        ds = [v - self.ref for v in self.ring.last(self.ring.count)] if self.ref is not None else []
-        self.s1 = sum(ds)
-        self.s2 = sum(v * v for v in ds)
+        if "s1" in d:
+            self.s1, self.s2 = d["s1"], d["s2"]
+        else:  # a state saved before the sums were
+            ds = [v - self.ref for v in self.ring.last(self.ring.count)] if self.ref is not None else []
+            self.s1 = sum(ds)
+            self.s2 = sum(v * v for v in ds)
         self._since_exact = d["since"]

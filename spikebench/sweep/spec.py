@@ -305,6 +305,11 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
                            f"{k} is on the comparison grid, which runs every arm at each of "
                            "its values: drop it from the arm")
     arms = cross(arms, grid, at)
+    for arm, values in arms.items():  # a crossed arm must make a valid config too
+        try:
+            resolve_config(base, values)
+        except UserError as e:
+            raise UserError(f"{path}: comparison arm {json.dumps(arm)}: {e}") from None
     _check_one_budget(path, base, space, arms)
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
@@ -421,6 +426,8 @@ def _parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
         if (not isinstance(values, list) or not values
                 or len({json.dumps(v) for v in values}) != len(values)):
             raise _err(path, where, values, "must be a non-empty list of distinct values")
+        # "off" for a key that takes None is None, as everywhere else in a sweep file.
+        values = [_offs({key: v}, space)[key] for v in values]
         if key in SEEDED_KEYS:
             raise _err(path, where, values, f"{key} is set by study.seeds for every trial")
         for v in values:

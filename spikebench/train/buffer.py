@@ -34,10 +34,10 @@ class MetricsBuffer:
         self.t0 += seconds
         self.last_flush += seconds
 
-    def resume(self, elapsed: float) -> None:
-        """Continue a checkpointed run's clock from ``elapsed`` seconds."""
+    def resume(self, elapsed: float, tokens: int) -> None:
+        """Continue a checkpointed run's clock from ``elapsed`` seconds, ``tokens`` in."""
         now = time.perf_counter()
-        self.t0, self.last_flush = now - elapsed, now
+        self.t0, self.last_flush, self.tokens_at_flush = now - elapsed, now, tokens
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -224,7 +225,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         history.extend(read_log(log.partial, saved["log_bytes"]))
         start, position, tokens, val_history[:] = at.step, at.position, at.tokens, at.val_history
         skipped.fill_(at.skipped)
-        buffer.resume(at.elapsed)
+        buffer.resume(at.elapsed, at.tokens)
     model.train()
     step = start
     for step in range(start + 1, t.steps + 1):
@@ -263,15 +264,21 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             rec.update(probe(model, val_batches[0][0]))
         buffer.add(rec, out.bad)
 
+        # The state after this update, for the ring (a rollback drops it if it is late).
+        if rollback and position % r.every == 0 and not (
+                rollback.ring and rollback.ring[-1].position == position):
+            rollback.keep(position, train_state(model, opt, precision, parts))
+
         evaluating = step % t.eval_every == 0 or step == t.steps
         checkpointing = t.checkpoint_every > 0 and (step % t.checkpoint_every == 0
                                                     or step == t.steps)
-        if step % t.log_every == 0 or evaluating or checkpointing:
+        regular = step % t.log_every == 0 or evaluating  # not a checkpoint's extra read-back
+        if regular or checkpointing:
             records, diverged_step = buffer.flush(tokens)
             if diverged_step is None and evaluating:
                 records[-1][M.VAL_LOSS] = run_eval(step)
-            if (diverged_step is None and rollback
-                    and (onset := rollback.triggered(records)) is not None):
+            if (diverged_step is None and rollback and (onset := rollback.triggered(
+                    records, act=regular and step < t.steps)) is not None):
                 back = rollback.roll_back(onset, position, step, lambda st: load_train_state(
                     st, model, opt, precision, parts))
                 if back is not None:
@@ -284,9 +291,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 break
             if checkpointing:
                 save_checkpoint(step)
-        if rollback and position % r.every == 0 and not (
-                rollback.ring and rollback.ring[-1].position == position):
-            rollback.keep(position, train_state(model, opt, precision, parts))
 
     seconds = buffer.elapsed()
     monitor.finish()
@@ -336,6 +340,8 @@ def _resumable(cfg: Config, run_dir: Path, log: Path) -> dict[str, Any] | None:
         raise UserError(f"--resume {run_dir}: the run already finished (it has a "
                         "summary.json); nothing to resume")
     partial = log.with_name(log.name + ".partial")
+    if log.is_file() and not partial.exists():  # killed between closing the log and the summary
+        os.replace(log, partial)
     found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial),
                                    warn=lambda text: print(text, file=sys.stderr))
     if found is None:

@@ -46,6 +46,7 @@ class Rollback:
         self.cool_until = 0  # last position at lr_factor
         self.events: list[dict[str, Any]] = []
         self._seen = 0  # trigger events already acted on
+        self._positions: dict[int, int] = {}  # schedule position of each step fed since
 
     def batch(self, position: int) -> int:
         """The 0-based batch index of a 1-based schedule position."""
@@ -64,15 +65,20 @@ class Rollback:
         self.ring = [*self.ring, Snapshot(position, kept, self.trigger.state_dict())]
         self.ring = self.ring[-self.cfg.ring:]
 
-    def triggered(self, records: list[dict[str, Any]]) -> int | None:
-        """Feed one read-back's records; the schedule position of a new event's onset."""
+    def triggered(self, records: list[dict[str, Any]], act: bool = True) -> int | None:
+        """Feed one read-back's records; the schedule position of a new event's onset.
+        ``act`` False (an extra read-back, e.g. for a checkpoint) only feeds: rollbacks are
+        decided at the regular read-backs, so checkpointing never changes when they happen."""
         for r in records:
             self.trigger.update(r[M.STEP], r)
+            self._positions[r[M.STEP]] = r[M.POSITION]
+        if not act:
+            return None
         events = self.trigger.events
         new, self._seen = events[self._seen:], len(events)
+        at, self._positions = self._positions, {}
         if not new or len(self.events) >= self.cfg.max_rollbacks:
             return None
-        at = {r[M.STEP]: r[M.POSITION] for r in records}
         return at.get(new[0].onset, records[0][M.POSITION])
 
     def roll_back(self, onset: int, position: int, step: int,
@@ -83,7 +89,9 @@ class Rollback:
         if not before:
             return None
         snap = before[-1]
-        state = snap.state if isinstance(snap.state, dict) else torch.load(
+        # A copy: the optimizer takes the restored tensors as its own and would update the
+        # kept state in place, spoiling a second rollback to it.
+        state = copy.deepcopy(snap.state) if isinstance(snap.state, dict) else torch.load(
             snap.state, map_location="cpu", weights_only=True)
         restore(state)
         self.trigger.load_state_dict(snap.trigger)
@@ -103,14 +111,21 @@ class Rollback:
         return snap.position
 
     def state_dict(self) -> dict[str, Any]:
-        """For checkpoints: the counters, the trigger and the events. The ring itself is
-        not saved: a resumed run starts it empty (with ``storage = "disk"`` its files
-        stay, but are not read back)."""
-        return {"offset": self.offset, "cool_until": self.cool_until,
-                "events": self.events, "trigger": self.trigger.state_dict()}
+        """For checkpoints: the counters, the trigger, the events and the ring (its states
+        themselves in memory storage, their file names on disk), so a resumed run rolls
+        back exactly as an uninterrupted one."""
+        ring = [{"position": s.position, "trigger": s.trigger,
+                 "state": s.state if isinstance(s.state, dict) else str(s.state)}
+                for s in self.ring]
+        return {"offset": self.offset, "cool_until": self.cool_until, "seen": self._seen,
+                "events": self.events, "trigger": self.trigger.state_dict(), "ring": ring,
+                "positions": [[k, v] for k, v in self._positions.items()]}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         self.offset, self.cool_until = int(d["offset"]), int(d["cool_until"])
         self.events = list(d["events"])
         self.trigger.load_state_dict(d["trigger"])
-        self._seen = len(self.trigger.events)
+        self._seen = int(d["seen"])
+        self._positions = {int(k): int(v) for k, v in d["positions"]}
+        self.ring = [Snapshot(int(s["position"]), s["state"] if isinstance(s["state"], dict)
+                              else Path(s["state"]), s["trigger"]) for s in d["ring"]]

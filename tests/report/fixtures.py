@@ -67,13 +67,14 @@ def storage_url(study_dir: Path) -> str:
 
 
 def outcome(status="completed", events=1, reached_at=None, seconds=None, final=3.2,
-            diverged_step=None, initial=5.5, attn=None, response=None) -> dict[str, Any]:
+            diverged_step=None, initial=5.5, attn=None, response=None,
+            cleaning=None) -> dict[str, Any]:
     """One seed's outcome: spike events (each one at a fixed step), the step the target
     was reached at (None: missed), wall seconds to it, final and initial validation loss,
     the largest attention logit (None: not probed)."""
     return {"status": status, "events": events, "reached_at": reached_at,
             "seconds": seconds, "final": final, "diverged_step": diverged_step,
-            "initial": initial, "attn": attn, "response": response}
+            "initial": initial, "attn": attn, "response": response, "cleaning": cleaning}
 
 
 def default_outcome(arm: str, seed: int) -> dict[str, Any]:
@@ -151,7 +152,8 @@ def _write_seed(d: Path, o: dict[str, Any], seed: int, steps: int, precision: st
     meta = {"environment": {"python": "3.11.7", "torch": "2.13.0+cpu", "device": "cpu",
                             "platform": "Linux-test", "git": "abc123"},
             "precision": precision, "precision_impl": "emulated" if precision != "fp32" else
-            "none", "corpus": {"source": "stdlib", "bytes": 300000, "sha256": "f" * 64},
+            "none", "corpus": {"source": "stdlib", "bytes": 300000, "sha256": "f" * 64,
+                               **({"cleaning": o["cleaning"]} if o.get("cleaning") else {})},
             "injections": [{"kind": "random_bytes", "first_step": 50, "last_step": 55}]}
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (d / "summary.json").write_text(json.dumps(summary))

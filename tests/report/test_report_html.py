@@ -23,6 +23,6 @@ def test_nav_links_every_numbered_section(built):
     page = built["main"]["html"].read_text()
     nav = re.search(r"<nav>(.*?)</nav>", page).group(1)
     keys = re.findall(r'<a href="#([a-z_]+)">', nav)
-    assert keys == ["summary", "strategy", "claims", "spike_counts", "curves", "pareto",
+    assert keys == ["summary", "strategy", "claims", "spike_counts", "cleaning", "curves", "pareto",
                     "importance", "lr_curves", "lr_sensitivity", "lr", "trials", "setup"]
     assert all(f'<h2 id="{k}">' in page for k in keys)

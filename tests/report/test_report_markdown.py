@@ -39,11 +39,11 @@ def _cells(line: str) -> int:
 def test_structure_and_first_table_is_the_strategy_table(built):
     md = _md(built, "main")
     heads = [line for line in md.splitlines() if line.startswith("## ")]
-    assert [h.split(". ", 1)[0] for h in heads] == [f"## {i}" for i in range(1, 13)]
+    assert [h.split(". ", 1)[0] for h in heads] == [f"## {i}" for i in range(1, 14)]
     assert md.startswith("# Spike report: main\n")
     # It opens with the summary: a sentence per claim, then the forest plot and curves; the
     # setup (environment, search space, definitions) comes last, after every result.
-    assert heads[0].startswith("## 1. Summary") and heads[-1].startswith("## 12. Setup")
+    assert heads[0].startswith("## 1. Summary") and heads[-1].startswith("## 13. Setup")
     summary = md.split(heads[0])[1].split(heads[1])[0]
     assert summary.count("\n- ") == 3 and "![" in summary
     assert "- +40% training success (success rate" in summary and ": inconclusive." in summary

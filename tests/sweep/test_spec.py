@@ -116,6 +116,9 @@ BAD = [
     ('[study]\ntarget_loss = 3.0\n[comparison]\ngrid = { "optim.lr" = [0.003, 0.3] }\n'
      '[comparison.arms]\nhot = { "optim.lr" = 0.3 }\n',
      'comparison arm "hot": optim.lr = 0.3: optim.lr is on the comparison grid'),
+    ('[study]\ntarget_loss = 3.0\n[comparison]\nrecipe = false\n'
+     'grid = { "precision.mode" = ["fp32", "fp16"] }\n[comparison.arms]\nskip = { "response.kind" = "skip_step" }\n',
+     'comparison arm "skip @ precision.mode=fp16": response.kind = "skip_step": not with'),
     ('[study]\ntarget_loss = 3.0\n[comparison]\nrecipe = 1\n',
      'comparison.recipe = 1: must be a table, or false for no recipe arm'),
     ('[study]\ntarget_loss = 3.0\n[space]\n"curriculum.kind" = { choices = ["off", "easy_first"] }\n',
@@ -183,3 +186,13 @@ def test_grid_crosses_every_arm_and_keeps_plain_names_at_the_base(capsys):
     out = capsys.readouterr().out
     assert "35 comparison arms + 0 search trials, x 6 seeds = 210 training runs" in out
     assert "grid: every arm at optim.lr in [0.003, 0.01, 0.03, 0.1, 0.3]" in out
+
+
+def test_grid_reads_off_as_every_other_table_does(tmp_path):
+    f = tmp_path / "g.toml"
+    f.write_text('[study]\ntarget_loss = 3.0\n[comparison]\nrecipe = false\n'
+                 'grid = { "optim.clip" = ["off", 1.0] }\n')
+    spec = load_sweep(f)
+    assert spec.grid == {"optim.clip": [None, 1.0]}
+    assert spec.arms["baseline"]["optim.clip"] is None
+    assert spec.arms["baseline @ optim.clip=1"]["optim.clip"] == 1.0

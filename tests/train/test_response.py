@@ -268,3 +268,50 @@ def test_rollback_from_disk_is_the_same_as_from_memory(tmp_path):
     kept = sorted(p.name for p in (tmp_path / "disk" / "rollback").glob("*.pt"))
     assert len(kept) == 4  # the ring's size, in the checkpoint format
     assert any(r.get(M.ROLLBACK) for r in disk)
+
+
+def _strip(rows):
+    timing = (M.TOKENS_PER_S, M.ELAPSED_S)
+    return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+
+
+def test_a_rollback_after_a_resume_is_the_uninterrupted_one(tmp_path):
+    # Checkpointed at 65 (an extra read-back, between the regular ones at 60 and 70),
+    # crashed at 67, resumed: the rollback decided at 70 must still restore position 60,
+    # from the ring the checkpoint saved, and checkpointing must not move it.
+    _, plain = run(tmp_path, "response.kind=rollback", name="plain")
+    ck = ["response.kind=rollback", "train.checkpoint_every=65"]
+    _, full = run(tmp_path, *ck, name="full")
+    assert _strip(full) == _strip(plain)
+    cfg = c.load(None, [*BURST, f"run.out_dir={tmp_path}", "run.name=crash", *ck])
+    with pytest.raises(_Crash):
+        train(cfg, sinks=[_CrashAt(67)])
+    summary = train(cfg, run_dir=tmp_path / "crash", resume=True)
+    rows = [json.loads(line) for line in (tmp_path / "crash" / "metrics.jsonl").open()]
+    assert _strip([r for r in rows if M.TRAIN_LOSS in r]) == _strip(plain)
+    assert summary["response"]["rollbacks"][0]["to_position"] == 60
+
+
+def test_rolling_back_twice_to_one_state_restores_it_both_times():
+    _, model, opt, prec = _parts()
+    rb = Rollback(ResponseConfig(kind="rollback"), gap=5, run_dir=".")
+    for s in range(3):
+        _step(model, opt, prec, s)
+    rb.keep(3, train_state(model, opt, prec, {}))
+    kept = copy.deepcopy(opt.state_dict())
+    for attempt in range(2):
+        for s in range(2):
+            _step(model, opt, prec, 10 + s)
+        assert rb.roll_back(5, 5, 10 + attempt, lambda st: load_train_state(
+            st, model, opt, prec, {})) == 3
+        for pid, st in kept["state"].items():
+            for k, v in st.items():
+                assert torch.equal(opt.state_dict()["state"][pid][k], v), (attempt, pid, k)
+
+
+def test_a_ring_that_cannot_reach_past_a_read_back_is_refused(capsys):
+    from spikebench.cli import main
+
+    assert main(["train", "--set", "response.kind=rollback", "--set", "response.every=1",
+                 "--dry-run"]) == 2
+    assert "response.ring = 4: with response.every = 1" in capsys.readouterr().err

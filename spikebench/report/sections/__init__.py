@@ -12,6 +12,7 @@ from spikebench.report.blocks import Block, Heading, unavailable
 from spikebench.report.data import Study
 from spikebench.report.sections import (
     claims,
+    cleaning,
     curves,
     header,
     importance,
@@ -38,6 +39,8 @@ SECTIONS: tuple[Section, ...] = (
             claims.info, claims.blocks),
     Section("spike_counts", "Spike counts by strategy", spike_counts.info, spike_counts.blocks,
             spike_counts.plot),
+    Section("cleaning", "Data cleaning: what was removed, against what was planted",
+            cleaning.info, cleaning.blocks),
     Section("curves", "Loss curves: baseline, best and worst trials", curves.info,
             curves.blocks, curves.plot),
     Section("pareto", "Pareto front: spikes vs convergence", pareto.info, pareto.blocks,

@@ -8,7 +8,7 @@ from spikebench.report.sections import SECTIONS, Info, document, headings, repor
 
 def test_report_info_has_every_section(study):
     info = report_info(study)
-    assert list(info) == ["header", "summary", "strategy", "claims", "spike_counts", "curves",
+    assert list(info) == ["header", "summary", "strategy", "claims", "spike_counts", "cleaning", "curves",
                           "pareto", "importance", "lr_curves", "lr_sensitivity", "lr", "trials",
                           "setup"]
 
