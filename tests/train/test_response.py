@@ -315,3 +315,28 @@ def test_a_ring_that_cannot_reach_past_a_read_back_is_refused(capsys):
     assert main(["train", "--set", "response.kind=rollback", "--set", "response.every=1",
                  "--dry-run"]) == 2
     assert "response.ring = 4: with response.every = 1" in capsys.readouterr().err
+
+
+def test_rollback_cooldown_scales_the_lr_and_rollbacks_are_bounded(tmp_path):
+    # No batches skipped, so the burst comes back after each rollback: two at most. After
+    # a rollback the LR is halved for 5 positions.
+    summary, rows = run(tmp_path, "response.kind=rollback", "response.skip_batches=0",
+                        "response.lr_factor=0.5", "response.cooldown=5",
+                        "response.max_rollbacks=2")
+    evs = summary["response"]["rollbacks"]
+    assert len(evs) == 2 and summary["response"]["skipped_batches"] == 0
+    assert sum(bool(r.get(M.INJECTED)) for r in rows) > 20  # met three times, not undone
+    # The article's 3-sigma trigger works too, once its 100-step window is full.
+    late, _ = run(tmp_path, "faults.at=0.9", "response.kind=rollback",
+                  "response.detector=zscore", name="zscore")
+    assert [e["to_position"] for e in late["response"]["rollbacks"]] == [100]
+    ev = evs[0]
+    first = {r[M.POSITION]: r[M.LR] for r in rows if r[M.STEP] <= ev["step"]}
+    back = [r for r in rows if r[M.STEP] > ev["step"]]
+    to = ev["to_position"]
+    assert back and all(r[M.POSITION] == to + i for i, r in enumerate(back[:5], 1))
+    for r in back[:8]:
+        if r[M.STEP] > evs[1]["step"]:
+            break
+        factor = 0.5 if r[M.POSITION] <= to + 5 else 1.0
+        assert r[M.LR] == pytest.approx(factor * first[r[M.POSITION]], rel=1e-12)
