@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,25 +151,33 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", nargs="*", help="run only the mutations with these names")
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="mutations tested at once, each in its own copy (default: one per core)")
     args = p.parse_args(argv)
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
     if args.list:
         print("\n".join(f"{m.name}: {m.path}" for m in MUTATIONS))
         return 0
-    # The guarding tests must pass on the code as it is, or a failure proves nothing.
+    # The guarding tests must pass on the code as it is, or a failure proves nothing. That
+    # run goes first in the queue; its verdict is checked before any mutation's counts.
     every = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-    failed, seconds, last = run(None, every, sys.executable)
-    if failed:
-        print(f"the guarding tests fail without any mutation ({last}); fix them first")
-        return 1
-    print(f"unmutated: the guarding tests pass ({seconds:.0f}s)", flush=True)
-    survived = []
-    for m in chosen:
-        caught, seconds, last = run(m, m.tests, sys.executable)
-        print(f"{'caught  ' if caught else 'SURVIVED'} {m.name} ({seconds:.0f}s: {last})",
-              flush=True)
-        if not caught:
-            survived.append(m.name)
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        base = pool.submit(run, None, every, sys.executable)
+        runs = [(m, pool.submit(run, m, m.tests, sys.executable)) for m in chosen]
+        failed, seconds, last = base.result()
+        if failed:
+            print(f"the guarding tests fail without any mutation ({last}); fix them first")
+            for _, f in runs:
+                f.cancel()
+            return 1
+        print(f"unmutated: the guarding tests pass ({seconds:.0f}s)", flush=True)
+        survived = []
+        for m, f in runs:
+            caught, seconds, last = f.result()
+            print(f"{'caught  ' if caught else 'SURVIVED'} {m.name} ({seconds:.0f}s: {last})",
+                  flush=True)
+            if not caught:
+                survived.append(m.name)
     print(f"mutations: {len(chosen) - len(survived)} caught, {len(survived)} survived"
           + (f" ({', '.join(survived)})" if survived else ""))
     return 1 if survived else 0

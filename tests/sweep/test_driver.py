@@ -210,7 +210,7 @@ def test_a_retried_trial_continues_from_its_checkpoints(tmp_path):
     # Two seeds, checkpoints every 50 steps: the driver dies while seed 1 of the first
     # trial trains; its retry takes seed 0 as finished and resumes seed 1.
     extra = "\ntrain.checkpoint_every = 50\n"
-    f = write_sweep(tmp_path, name="ck", trials=0, steps=150, seeds="[0, 1]", space="",
+    f = write_sweep(tmp_path, name="ck", trials=0, steps=100, seeds="[0, 1]", space="",
                     comparison="recipe = false\n")
     f.write_text(f.read_text().replace("optim.lr = 1e-2\n", "optim.lr = 1e-2" + extra))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -220,7 +220,7 @@ def test_a_retried_trial_continues_from_its_checkpoints(tmp_path):
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     marker = results / "ck" / "trials" / "00000" / "seed-1" / "checkpoints"
     deadline = time.time() + 120
-    while not (marker / "step-00000100.sha256").exists():
+    while not (marker / "step-00000050.sha256").exists():
         assert proc.poll() is None and time.time() < deadline, "no checkpoint in time"
         time.sleep(0.01)
     proc.kill()
