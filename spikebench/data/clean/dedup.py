@@ -28,13 +28,19 @@ def near_duplicates(texts: list[bytes], *, threshold: float, num_perm: int = 128
         raise UserError("data.clean.dedup = true needs datasketch: pip install -e '.[clean]'"
                         ) from None
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    # One set of permutations for every signature: drawing them per unit was a third of the
+    # time, and the signatures are the same for a given seed either way.
+    template = MinHash(num_perm=num_perm, seed=seed)
+    shared = {"permutations": template.permutations}
+    if hasattr(template, "scheme"):  # datasketch >= 2 asks which scheme made them
+        shared["scheme"] = template.scheme
     out: list[int | None] = []
     for i, text in enumerate(texts):
         sh = _shingles(text, ngram)
         if not sh:
             out.append(None)
             continue
-        m = MinHash(num_perm=num_perm, seed=seed)
+        m = MinHash(num_perm=num_perm, seed=seed, **shared)
         m.update_batch(sh)
         hits = lsh.query(m)
         out.append(min(hits) if hits else None)
