@@ -48,10 +48,15 @@ sweep-response: install
 	$(BIN)/spikebench sweep sweeps/response-shock.toml $(ARGS)
 	$(BIN)/spikebench report results/response-shock
 
-# Cleaning the data: quality filters and MinHash dedup against a planted bad block.
+# Cleaning the data: quality filters, MinHash dedup and the domain cap against a planted
+# block of random bytes, of one repeated document and of another domain's text.
 sweep-cleaning: install
 	$(BIN)/spikebench sweep sweeps/cleaning.toml $(ARGS)
 	$(BIN)/spikebench report results/cleaning
+	$(BIN)/spikebench sweep sweeps/cleaning-repeat.toml $(ARGS)
+	$(BIN)/spikebench report results/cleaning-repeat
+	$(BIN)/spikebench sweep sweeps/cleaning-domain.toml $(ARGS)
+	$(BIN)/spikebench report results/cleaning-domain
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)

@@ -151,6 +151,11 @@ class CleanConfig:
     max_dup_line_frac: float | None = field(default=0.3, metadata=_rng(0.0, 1.0, lo_open=True))
     max_ngram_repeats: int | None = field(default=32, metadata=_rng(2))
     unit_bytes: int = field(default=1024, metadata=_rng(64, 1 << 20))
+    # Mixture balance: no domain keeps more than this share of the cleaned split (None:
+    # off). A domain is a top-level folder of the corpus (files at its root: "."), or with
+    # domain_field set, that string field of each .jsonl document.
+    max_domain_share: float | None = field(default=None, metadata=_rng(0.0, 1.0, lo_open=True))
+    domain_field: str = ""
     # Results of cleaning a corpus with given settings are kept here, by content hash ("":
     # no cache).
     cache_dir: str = "results/.clean-cache"

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from spikebench.config import Config
+from spikebench.data.clean.domains import PLANTED, DomainMap
 from spikebench.data.clean.run import clean
 from spikebench.data.clean.run import enabled as clean_enabled
 from spikebench.data.faults import contaminate, contamination_requested
@@ -89,6 +90,14 @@ def _check_lengths(train, val, cfg: Config) -> None:
 
 
 
+def _domain_map(domains: list[tuple[int, str]], planted: list[dict]) -> DomainMap:
+    """Each document's domain in the training split; planted ``domain`` segments are a
+    domain of their own (:data:`~spikebench.data.clean.domains.PLANTED`)."""
+    starts, labels = zip(*domains, strict=True) if domains else ((0,), (".",))
+    dm = DomainMap((0, *starts[1:]), labels)
+    return dm.overlay([s for s in planted if s["kind"] == "domain"], PLANTED)
+
+
 def load_corpus(cfg: Config) -> Corpus:
     """Load ``cfg.data.corpus`` into a :class:`Corpus`, contaminating it if configured.
 
@@ -110,12 +119,15 @@ def load_corpus(cfg: Config) -> Corpus:
             )
         train, val, meta = _load_bin(path, cfg, key, source)
         vocab = cfg.model.vocab_size
+        domains: list[tuple[int, str]] = []
     else:
-        data, n_files, kind, where = read_text_source(source, cfg, key)
+        balancing = cfg.clean.max_domain_share is not None
+        text = read_text_source(source, cfg, key, cfg.clean.domain_field if balancing else "")
+        data, kind, domains = text.data, text.kind, text.domains
         meta = {
             "kind": kind,
-            "path": where,
-            "n_files": n_files,
+            "path": text.path,
+            "n_files": text.n_files,
             "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
         }
@@ -137,7 +149,8 @@ def load_corpus(cfg: Config) -> Corpus:
         if meta["kind"] == "bin":
             raise UserError(f"clean: cleans text corpora; data.corpus = {source!r} is a .bin "
                             "token file")
-        data, meta["cleaning"] = clean(bytes(train.numpy()), cfg.clean, meta["contamination"])
+        data, meta["cleaning"] = clean(bytes(train.numpy()), cfg.clean, meta["contamination"],
+                                       _domain_map(domains, meta["contamination"]))
         train = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         meta["train_tokens"] = len(train)
         if len(train) < 2 * (cfg.data.seq_len + 1):

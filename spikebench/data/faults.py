@@ -138,7 +138,7 @@ def domain_text(cfg: Config, rng: np.random.Generator, min_bytes: int) -> bytes:
         return numeric_table_text(rng, min_bytes)
     if Path(source).suffix.lower() == ".bin":
         raise UserError(f"faults.domain_corpus = {source!r}: must be text, not a .bin file")
-    data = read_text_source(source, cfg, "faults.domain_corpus")[0]
+    data = read_text_source(source, cfg, "faults.domain_corpus").data
     return data * math.ceil(min_bytes / len(data))
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import sysconfig
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class _CappedBytes:
         self.cap = cap
         self.parts: list[bytes] = []
         self.size = 0
+        self.domains: list[tuple[int, str]] = []  # (offset where a document begins, domain)
 
     @property
     def room(self) -> int:
@@ -55,11 +57,13 @@ class _CappedBytes:
         # Also full when only a separator would fit: never end on a dangling separator.
         return self.room == 0
 
-    def add(self, doc: bytes) -> bool:
+    def add(self, doc: bytes, domain: str = ".") -> bool:
         """Append ``doc`` (or as much as fits); return whether any of it was used."""
         if not doc or self.full:
             return False
-        piece = (DOC_SEP if self.parts else b"") + doc[: self.room]
+        sep = DOC_SEP if self.parts else b""
+        piece = sep + doc[: self.room]
+        self.domains.append((self.size + len(sep), domain))
         self.parts.append(piece)
         self.size += len(piece)
         return True
@@ -82,16 +86,36 @@ def _walk_files(root: Path, keep, skip_dirs=frozenset()) -> list[Path]:
     return [root / r for r in sorted(rels)]
 
 
-def _read_txt(path: Path, out: _CappedBytes) -> bool:
+class Text(NamedTuple):
+    """A text source read into bytes: ``domains`` lists ``(offset, domain)`` where each
+    document begins (see :mod:`spikebench.data.clean.domains`)."""
+
+    data: bytes
+    n_files: int
+    kind: str  # "stdlib", "text" or "jsonl"
+    path: str
+    domains: list[tuple[int, str]]
+
+
+def _folder_domain(root: Path, path: Path) -> str:
+    """A file's domain: its top-level folder under ``root``, ``"."`` for files at the root."""
+    parts = path.relative_to(root).parts if path != root else ()
+    return parts[0] if len(parts) > 1 else "."
+
+
+def _read_txt(path: Path, out: _CappedBytes, domain: str = ".") -> bool:
     with open(path, "rb") as f:
         # Read only what still fits: a huge file under a small cap costs nothing.
-        return out.add(f.read(out.room))
+        return out.add(f.read(out.room), domain)
 
 
-def _read_jsonl(path: Path, out: _CappedBytes, text_field: str, key: str, source: str) -> bool:
+def _read_jsonl(path: Path, out: _CappedBytes, text_field: str, key: str, source: str,
+                domain: str = ".", domain_field: str = "") -> bool:
     """Append each line's ``obj[text_field]`` as a document; stop reading once ``out`` is full.
 
-    Blank lines are skipped. Lines after the cap is reached are not read, hence not checked.
+    With ``domain_field``, the document's domain is that string field (it must exist), else
+    ``domain``. Blank lines are skipped. Lines after the cap is reached are not read, hence
+    not checked.
     """
     used = False
     with open(path, "rb") as f:
@@ -110,11 +134,16 @@ def _read_jsonl(path: Path, out: _CappedBytes, text_field: str, key: str, source
                 raise UserError(
                     f"{where} has no string field {text_field!r} (set data.text_field)"
                 )
-            used |= out.add(obj[text_field].encode("utf-8", errors="replace"))
+            if domain_field:
+                if not isinstance(obj.get(domain_field), str):
+                    raise UserError(f"clean.domain_field = {domain_field!r}: {where} has no "
+                                    f"string field {domain_field!r} (each document's domain)")
+                domain = obj[domain_field]
+            used |= out.add(obj[text_field].encode("utf-8", errors="replace"), domain)
     return used
 
 
-def _stdlib_bytes(cap: int, key: str) -> tuple[bytes, int, str]:
+def _stdlib_bytes(cap: int, key: str) -> tuple[_CappedBytes, int, str]:
     """The stdlib's ``.py`` files (tests, idlelib, site-packages skipped) up to ``cap`` bytes."""
     root = Path(sysconfig.get_paths()["stdlib"])
     files = _walk_files(root, lambda name: name.endswith(".py"), STDLIB_SKIP_DIRS)
@@ -125,15 +154,16 @@ def _stdlib_bytes(cap: int, key: str) -> tuple[bytes, int, str]:
     for path in files:
         if out.full:
             break
-        n_files += _read_txt(path, out)
-    return out.value(), n_files, str(root)
+        n_files += _read_txt(path, out, _folder_domain(root, path))
+    return out, n_files, str(root)
 
 
-def _text_bytes(path: Path, cap: int, text_field: str, key: str, source: str):
+def _text_bytes(path: Path, cap: int, text_field: str, key: str, source: str,
+                domain_field: str = ""):
     """Bytes of a .txt/.jsonl file or of all such files in a folder, up to ``cap`` bytes.
 
-    Returns ``(data, n_files, kind)``; kind is ``"jsonl"`` when every file used is .jsonl,
-    else ``"text"``.
+    Returns ``(out, n_files, kind)``; kind is ``"jsonl"`` when every file used is .jsonl,
+    else ``"text"``. With ``domain_field`` every file must be .jsonl.
     """
     if path.is_dir():
         files = _walk_files(path, lambda name: name.lower().endswith(TEXT_SUFFIXES))
@@ -151,11 +181,16 @@ def _text_bytes(path: Path, cap: int, text_field: str, key: str, source: str):
     for f in files:
         if out.full:
             break
+        domain = _folder_domain(path, f) if path.is_dir() else f.name
         try:
             if f.suffix.lower() == ".jsonl":
-                hit = _read_jsonl(f, out, text_field, key, source)
+                hit = _read_jsonl(f, out, text_field, key, source, domain, domain_field)
+            elif domain_field:
+                raise UserError(f"clean.domain_field = {domain_field!r}: {f.name} is not "
+                                ".jsonl, so it has no domain field (use .jsonl files, or "
+                                "clean.domain_field = '' for folder domains)")
             else:
-                hit = _read_txt(f, out)
+                hit = _read_txt(f, out, domain)
         except OSError as e:
             raise UserError(
                 f"{key} = {source!r}: cannot read {str(f)!r} ({e.strerror})"
@@ -163,26 +198,26 @@ def _text_bytes(path: Path, cap: int, text_field: str, key: str, source: str):
         if hit:
             used.append(f)
     kind = "jsonl" if used and all(f.suffix.lower() == ".jsonl" for f in used) else "text"
-    return out.value(), len(used), kind
+    return out, len(used), kind
 
 
-def read_text_source(source: str, cfg: Config, key: str) -> tuple[bytes, int, str, str]:
-    """Bytes of a text source (``"stdlib"``, a .txt/.jsonl file or folder), capped at
-    ``data.max_bytes``. Returns ``(data, n_files, kind, path)``; errors name ``key``."""
+def read_text_source(source: str, cfg: Config, key: str, domain_field: str = "") -> Text:
+    """A text source (``"stdlib"``, a .txt/.jsonl file or folder) read into bytes, capped at
+    ``data.max_bytes``, with each document's domain; errors name ``key``."""
     cap = cfg.data.max_bytes
     if source == "stdlib":
-        data, n_files, root = _stdlib_bytes(cap, key)
-        return data, n_files, "stdlib", root
+        out, n_files, root = _stdlib_bytes(cap, key)
+        return Text(out.value(), n_files, "stdlib", root, out.domains)
     path = Path(source).expanduser()
     if not path.exists():
         raise UserError(
             f"{key} = {source!r}: no such file or folder (use 'stdlib', a .txt/.jsonl file or "
             "folder, or a nanoGPT .bin)"
         )
-    data, n_files, kind = _text_bytes(path, cap, cfg.data.text_field, key, source)
-    if not data:
+    out, n_files, kind = _text_bytes(path, cap, cfg.data.text_field, key, source, domain_field)
+    if not out.size:
         raise UserError(f"{key} = {source!r}: empty (no text in the files read)")
-    return data, n_files, kind, str(path.resolve())
+    return Text(out.value(), n_files, kind, str(path.resolve()), out.domains)
 
 
 # ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from spikebench.config import CleanConfig
 from spikebench.data.clean.dedup import near_duplicates
+from spikebench.data.clean.domains import DomainMap, balance
 from spikebench.data.clean.quality import QUALITY_RULES, quality_flags
 from spikebench.data.clean.score import removal_scores
 from spikebench.data.clean.units import Unit, split_units
@@ -21,16 +22,21 @@ N_EXAMPLES = 3
 
 
 def enabled(cfg: CleanConfig) -> bool:
-    return cfg.dedup or cfg.quality
+    return cfg.dedup or cfg.quality or cfg.max_domain_share is not None
+
+
+_ONE_DOMAIN = DomainMap((0,), (".",))
 
 
 def _settings(cfg: CleanConfig) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"}
 
 
-def decide(data: bytes, cfg: CleanConfig) -> list[tuple[int, int, str]]:
+def decide(data: bytes, cfg: CleanConfig,
+           domains: DomainMap | None = None) -> list[tuple[int, int, str]]:
     """``(start, end, reason)`` of every unit to remove; the reason is a quality rule's
-    name or ``dedup``."""
+    name, ``dedup`` or ``balance``. Balance caps the domains (``domains``, default one for
+    all) of what quality and dedup kept."""
     units = split_units(data, cfg.unit_bytes)
     texts = [u.text(data) for u in units]
     reasons: dict[int, str] = {}
@@ -47,21 +53,29 @@ def decide(data: bytes, cfg: CleanConfig) -> list[tuple[int, int, str]]:
         for i, d in zip(kept, dup, strict=True):
             if d is not None:
                 reasons[i] = "dedup"
+    if cfg.max_domain_share is not None:
+        kept_units = [u for i, u in enumerate(units) if i not in reasons]
+        index = {u.start: i for i, u in enumerate(units)}
+        for u in balance(kept_units, domains or _ONE_DOMAIN, cfg.max_domain_share):
+            reasons[index[u.start]] = "balance"
     return [(units[i].start, units[i].end, why) for i, why in sorted(reasons.items())]
 
 
-def cached_decide(data: bytes, cfg: CleanConfig) -> tuple[list[tuple[int, int, str]], bool]:
-    """:func:`decide`, read from ``cfg.cache_dir`` when this content and these settings
-    were cleaned before; returns the removals and whether they came from the cache."""
+def cached_decide(data: bytes, cfg: CleanConfig, domains: DomainMap | None = None
+                  ) -> tuple[list[tuple[int, int, str]], bool]:
+    """:func:`decide`, read from ``cfg.cache_dir`` when this content, its domains and these
+    settings were cleaned before; returns the removals and whether they came from the cache."""
     if not cfg.cache_dir:  # "" turns the cache off
-        return decide(data, cfg), False
-    key = hashlib.sha256(data + json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
+        return decide(data, cfg, domains), False
+    dm = (domains or _ONE_DOMAIN).digest() if cfg.max_domain_share is not None else ""
+    key = hashlib.sha256(data + json.dumps(_settings(cfg), sort_keys=True).encode()
+                         + dm.encode()).hexdigest()
     path = Path(cfg.cache_dir) / f"{key}.json"
     try:
         return [tuple(r) for r in json.loads(path.read_text())["removed"]], True
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    removed = decide(data, cfg)
+    removed = decide(data, cfg, domains)
     try:
         atomic_write_json(path, {"settings": _settings(cfg), "removed": removed})
     except OSError:
@@ -69,10 +83,25 @@ def cached_decide(data: bytes, cfg: CleanConfig) -> tuple[list[tuple[int, int, s
     return removed, False
 
 
-def clean(data: bytes, cfg: CleanConfig, planted: list[dict[str, Any]]) -> tuple[bytes, dict]:
+def _domain_bytes(data: bytes, cfg: CleanConfig, domains: DomainMap, removed
+                  ) -> dict[str, dict[str, int]]:
+    """Per domain the bytes before and after cleaning, counted by unit as balance counts."""
+    out: dict[str, dict[str, int]] = {}
+    for u in split_units(data, cfg.unit_bytes):
+        d = out.setdefault(domains.of(u), {"in": 0, "out": 0})
+        d["in"] += u.end - u.start
+        d["out"] += u.end - u.start
+    for s, e, _ in removed:
+        out[domains.of(Unit(s, e))]["out"] -= e - s
+    return out
+
+
+def clean(data: bytes, cfg: CleanConfig, planted: list[dict[str, Any]],
+          domains: DomainMap | None = None) -> tuple[bytes, dict]:
     """The kept bytes and the report for the run's meta: per reason the units and bytes
-    removed, a few examples, and precision and recall against ``planted``."""
-    removed, from_cache = cached_decide(data, cfg)
+    removed, a few examples, and precision and recall against ``planted``; with balance on,
+    per domain the bytes in and out."""
+    removed, from_cache = cached_decide(data, cfg, domains)
     gone = [Unit(s, e) for s, e, _ in removed]
     kept, at = [], 0
     for u in gone:
@@ -96,4 +125,6 @@ def clean(data: bytes, cfg: CleanConfig, planted: list[dict[str, Any]]) -> tuple
     report = {"settings": _settings(cfg), "from_cache": from_cache,
               "bytes_in": len(data), "bytes_out": len(out), "by_reason": by_reason,
               **removal_scores(gone, planted)}
+    if cfg.max_domain_share is not None:
+        report["domains"] = _domain_bytes(data, cfg, domains or _ONE_DOMAIN, removed)
     return out, report
