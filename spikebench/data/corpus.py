@@ -90,7 +90,7 @@ def _check_lengths(train, val, cfg: Config) -> None:
 
 
 
-def _domain_map(domains: list[tuple[int, str]], planted: list[dict]) -> DomainMap:
+def domain_map(domains: list[tuple[int, str]], planted: list[dict]) -> DomainMap:
     """Each document's domain in the training split; planted ``domain`` segments are a
     domain of their own (:data:`~spikebench.data.clean.domains.PLANTED`)."""
     starts, labels = zip(*domains, strict=True) if domains else ((0,), (".",))
@@ -150,7 +150,7 @@ def load_corpus(cfg: Config) -> Corpus:
             raise UserError(f"clean: cleans text corpora; data.corpus = {source!r} is a .bin "
                             "token file")
         data, meta["cleaning"] = clean(bytes(train.numpy()), cfg.clean, meta["contamination"],
-                                       _domain_map(domains, meta["contamination"]))
+                                       domain_map(domains, meta["contamination"]))
         train = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         meta["train_tokens"] = len(train)
         if len(train) < 2 * (cfg.data.seq_len + 1):

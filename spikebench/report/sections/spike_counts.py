@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from spikebench.report.arms import classify_arm, known_strategies, table_arms, trial_values
-from spikebench.report.blocks import Block, Cell, Table, image, num, para
+from spikebench.report.blocks import Block, Cell, Table, image, interval, num, para, signed
 from spikebench.report.data import Study
+from spikebench.report.exact import shift_interval, sign_flip_p
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.sections.section import Info
 
@@ -33,6 +34,22 @@ def _events(t) -> list[int]:
     return [int(s.get("n_events") or 0) for s in t.per_seed]
 
 
+def _severity(study: Study, t, base) -> dict[str, Any]:
+    """Per seed the total loss-spike severity (nats x steps), its mean, and the mean paired
+    difference from the baseline with the exact sign-flip interval and p-value."""
+    sev = {int(s["seed"]): float(s.get("severity") or 0.0) for s in t.per_seed if "seed" in s}
+    out: dict[str, Any] = {"per_seed": [sev[k] for k in sorted(sev)],
+                           "mean": float(np.mean(list(sev.values()))) if sev else None}
+    if base is not None and base is not t:
+        b = {int(s["seed"]): float(s.get("severity") or 0.0) for s in base.per_seed
+             if "seed" in s}
+        diffs = [sev[k] - b[k] for k in sorted(sev) if k in b]
+        iv = shift_interval(diffs)
+        out["delta"] = {"value": iv.value, "lo": iv.lo, "hi": iv.hi, "n": iv.n,
+                        "p": sign_flip_p(diffs) if diffs else None}
+    return out
+
+
 def info(study: Study) -> SpikeCountsInfo:
     """``arms``: each comparison arm's loss-spike events per seed (a diverged seed counts
     one more) and their mean; ``features``: over every completed trial, the mean events per
@@ -47,7 +64,8 @@ def info(study: Study) -> SpikeCountsInfo:
                      "events": ev, "mean": float(np.mean(ev)) if ev else None,
                      "diverged": sum(s.get("status") == "diverged" for s in t.per_seed),
                      "responses": {k: [int(s.get(k) or 0) for s in t.per_seed]
-                                   for k in RESPONSES}})
+                                   for k in RESPONSES},
+                     "severity": _severity(study, t, study.arm_trial("baseline"))})
     done = [t for t in study.trials if t.complete and t.per_seed]
     per_trial = {t.number: float(np.mean(_events(t))) for t in done}
     active = {t.number: dict(known_strategies(study, trial_values(t, study))) for t in done}
@@ -75,6 +93,7 @@ def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
             ["Arm", "Strategy", "Loss-spike events per seed", "Mean per seed", "Diverged"],
             [[Cell(a["arm"]), Cell(a["label"]), Cell(", ".join(map(str, a["events"]))),
               Cell(num(a["mean"]), a["mean"]), Cell(str(a["diverged"]))] for a in k.arms])]
+        out += _severity_blocks(k)
     acted = [a for a in k.arms if any(any(v) for v in a["responses"].values())]
     if acted:
         out += [para("Spike responses and their cost, per seed (a rollback's redone steps "
@@ -90,6 +109,23 @@ def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
             [[Cell(f["label"]), Cell(str(f["on_trials"])), Cell(num(f["on_mean"])),
               Cell(str(f["off_trials"])), Cell(num(f["off_mean"]))] for f in k.features])]
     return out
+
+
+def _delta(d: dict[str, Any] | None) -> str:
+    if not d or d["value"] is None:
+        return ""
+    return f"{interval(d, signed, explain=False)}, p = {num(d['p'])}"
+
+
+def _severity_blocks(k: SpikeCountsInfo) -> list[Block]:
+    rows = [[Cell(a["arm"]), Cell(", ".join(num(v) for v in a["severity"]["per_seed"])),
+             Cell(num(a["severity"]["mean"]), a["severity"]["mean"]),
+             Cell(_delta(a["severity"].get("delta")))] for a in k.arms]
+    return [para("Spike severity (total loss-spike area over the run, nats x steps; the "
+                 "damage on clean batches), per seed; Δ: mean paired difference from the "
+                 "baseline over matched seeds [exact sign-flip 95% interval] and the test's "
+                 "two-sided p (unadjusted; no interval under 6 pairs):"),
+            Table(["Arm", "Severity per seed", "Mean", "Δ vs baseline"], rows)]
 
 
 def plot(info: SpikeCountsInfo) -> bytes | None:

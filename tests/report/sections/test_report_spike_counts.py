@@ -1,3 +1,4 @@
+import pytest
 from fixtures import ARMS
 
 from spikebench.report.sections import spike_counts
@@ -11,6 +12,12 @@ def test_spike_counts_by_arm_and_by_feature(study):
     assert {"warmup_cosine", "clip", "bf16", "curriculum"} <= set(feats)
     assert feats["clip"]["label"] == "clipping (any threshold)"
     assert feats["clip"]["on_trials"] + feats["clip"]["off_trials"] == len(ARMS) + 2
+    base, recipe = arms["baseline"]["severity"], arms["recipe"]["severity"]
+    assert len(base["per_seed"]) == 3 and "delta" not in base
+    d = recipe["delta"]
+    assert d["value"] == pytest.approx(recipe["mean"] - base["mean"]) and d["n"] == 3
+    assert base["mean"] > recipe["mean"] > 0  # 3 events per seed vs 1
+    assert d["lo"] is None and d["p"] == 0.25  # 3 pairs: no interval; 2 / 2^3
 
 
 
@@ -34,5 +41,5 @@ def test_spike_responses_and_their_cost_per_seed(tmp_path):
     from spikebench.report.blocks import Table
 
     tables = [b for b in spike_counts.blocks(info, frozenset()) if isinstance(b, Table)]
-    table = tables[1]  # after the designed comparison's event counts
+    table = tables[2]  # after the designed comparison's event counts and severities
     assert [c.text for c in table.rows[0]] == ["rollback", "1, 0", "10, 0", "20, 0", "0, 0"]
