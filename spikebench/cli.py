@@ -1,4 +1,4 @@
-"""The ``spikebench`` command line: train, sweep, worker, spikes, report.
+"""The ``spikebench`` command line: train, sweep, worker, spikes, report, bench.
 
 Every user error is a :class:`~spikebench.errors.UserError`, caught once in :func:`main`:
 one line ``spikebench <command>: error: ...`` on stderr and exit code 2. Heavy imports
@@ -61,6 +61,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage)
     print(f"{out['done']}/{out['total']} trials done; table: {out['trials_csv']}")
     return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from spikebench.bench.run import run_bench
+
+    if args.jobs == 0:
+        raise UserError("--jobs 0: a bench runs its own trials; use --jobs >= 1")
+    return run_bench(args.suite, baseline_path=args.baseline, update=args.update_baseline,
+                     results=args.results, jobs=args.jobs, perf=not args.no_perf)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -222,6 +231,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reports folder; the report goes to OUT/<results folder name>/ "
                         "(default: reports)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("bench", help="run a regression suite against its baseline; exit 1 "
+                       "on a regression")
+    p.add_argument("--suite", default="benchmarks/suites/cpu.toml", help="suite TOML "
+                   "(default: benchmarks/suites/cpu.toml)")
+    p.add_argument("--baseline", default=None, help="baseline JSON (default: "
+                   "benchmarks/baselines/<suite name>.json)")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="record this run as the baseline instead of comparing")
+    p.add_argument("--jobs", type=_count, default=None,
+                   help="parallel CPU workers (default: one per GPU, else one per core)")
+    p.add_argument("--results", default="results", help="results folder; the run goes to "
+                   "RESULTS/bench/<suite>-<time>/ (default: results)")
+    p.add_argument("--no-perf", action="store_true",
+                   help="skip the performance measurements (stability metrics only)")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

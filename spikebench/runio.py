@@ -61,6 +61,30 @@ def git_hash() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+# The vector-unit flags that change which kernels torch picks, hence its float results.
+_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")
+
+
+def cpu_model() -> str:
+    """The CPU's model name and its kernel-relevant flags (/proc/cpuinfo on Linux): float
+    results, and so chaotic runs, differ between CPU models, and virtual machines often
+    report a generic name, so a determinism check compares both."""
+    name, flags = "", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not name:
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    have = set(value.split())
+                    flags = " ".join(x for x in _KERNEL_FLAGS if x in have)
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine()
+    return f"{name} [{flags}]" if flags else name
+
+
 def environment(device: Any) -> dict[str, Any]:
     import torch
 
@@ -69,6 +93,7 @@ def environment(device: Any) -> dict[str, Any]:
         "torch": torch.__version__,
         "platform": platform.platform(),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "device": str(device),

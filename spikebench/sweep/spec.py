@@ -201,14 +201,17 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
                  bool(spec.get("off", False)))
 
 
-def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
-    """Parse and check a sweep file; ``overrides`` are ``--set`` strings for ``[config]``."""
+def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
+               extra_tables: tuple[str, ...] = ()) -> SweepSpec:
+    """Parse and check a sweep file; ``overrides`` are ``--set`` strings for ``[config]``;
+    ``extra_tables`` are tables a caller reads itself (a bench suite's ``[bench]``)."""
     path = str(path)
     raw = cfgmod.load_toml(path, "sweep")
-    unknown = set(raw) - {"study", "config", "space", "comparison"}
+    tables = ("study", "config", "space", "comparison", *extra_tables)
+    unknown = set(raw) - set(tables)
     if unknown:
         raise UserError(f"{path}: unknown table {sorted(unknown)[0]!r} "
-                          "(allowed: study, config, space, comparison)")
+                          f"(allowed: {', '.join(tables)})")
     for table in ("study", "config", "space", "comparison"):
         if table in raw and not isinstance(raw[table], dict):
             raise _err(path, table, raw[table], "must be a table")

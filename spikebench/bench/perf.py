@@ -1,0 +1,133 @@
+"""Performance figures for the bench: the harness against a bare PyTorch loop (a ratio),
+model FLOP utilisation against a matmul peak measured in the same process, and sweep
+throughput with N workers against one. Ratios travel between machines better than times,
+so the bench judges only these."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from spikebench import config as cfgmod
+from spikebench.data.corpus import load_corpus
+from spikebench.data.seeds import derive_seed
+from spikebench.model import build_model
+from spikebench.sweep.spec import Param, SweepSpec
+from spikebench.train.loop import train
+from spikebench.train.optim import make_optimizer
+from spikebench.train.schedule import lr_factor
+from spikebench.train.setup import resolve_device
+
+
+def bare_loop(cfg, corpus, device) -> float:
+    """The loop a person would write by hand; returns seconds per step."""
+    torch.manual_seed(derive_seed(cfg.train.seed, "init"))
+    model = build_model(cfg.model).to(device)
+    opt = make_optimizer(model, cfg)
+    data = corpus.train if isinstance(corpus.train, torch.Tensor) else torch.from_numpy(
+        corpus.train[: 10_000_000].astype("int64"))
+    B, T = cfg.data.batch_size, cfg.data.seq_len
+    gen = torch.Generator().manual_seed(0)
+    arange = torch.arange(T + 1)
+    clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(cfg.train.steps):
+        lr = cfg.optim.lr * lr_factor(i, cfg.train.steps, cfg.schedule)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        off = torch.randint(0, len(data) - T - 1, (B,), generator=gen)
+        win = data[off[:, None] + arange].long().to(device, non_blocking=True)
+        _, loss = model(win[:, :-1], win[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / cfg.train.steps
+
+
+def spikebench_loop(cfg) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        cfg.run.out_dir = d
+        summary = train(cfg)
+    return summary["seconds"] / summary["steps"]
+
+
+def matmul_peak(device, n=1024, reps=10) -> float:
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    for _ in range(2):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 2 * n**3 * reps / (time.perf_counter() - t0)
+
+
+def model_flops_per_step(cfg, n_params) -> float:
+    # nanoGPT/PaLM estimate: 6N per token plus the attention score and value matmuls.
+    m, T = cfg.model, cfg.data.seq_len
+    per_token = 6 * n_params + 12 * m.n_layer * m.n_embd * T
+    return per_token * T * cfg.data.batch_size
+
+
+def overhead(cfg: cfgmod.Config, repeats: int) -> dict[str, Any]:
+    """Median seconds per step of the bare loop and of ``train()``, alternated so drift in
+    machine load hits both; their ratio; and each one's MFU against the matmul peak."""
+    device = resolve_device(cfg.train.device)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    corpus = load_corpus(cfg)
+    bare, ours = [], []
+    for _ in range(repeats):
+        bare.append(bare_loop(cfg, corpus, device))
+        ours.append(spikebench_loop(cfgmod.from_dict(cfg.to_dict())))
+    peak = matmul_peak(device)
+    n_params = sum(p.numel() for p in build_model(cfg.model).parameters())
+    flops = model_flops_per_step(cfg, n_params)
+    b, o = statistics.median(bare), statistics.median(ours)
+    tokens = cfg.data.batch_size * cfg.data.seq_len
+    return {"bare_s_per_step": b, "s_per_step": o, "overhead_ratio": o / b,
+            "tokens_per_s": tokens / o, "matmul_peak_flops": peak, "mfu": flops / o / peak,
+            "mfu_bare": flops / b / peak, "device": str(device),
+            "threads": torch.get_num_threads(), "n_params": n_params}
+
+
+def sweep_scaling(spec: SweepSpec, *, trials: int, steps: int, jobs: int,
+                  results: Path) -> dict[str, Any]:
+    """Wall seconds of the same small search (``trials`` random trials of one seed over the
+    LR, ``steps`` steps each) with one worker and with ``jobs``; scaling = t1 / tN."""
+    from spikebench.sweep.driver import run_sweep
+
+    base = {**spec.base, "train.steps": steps, "train.eval_every": steps}
+    for k in cfgmod.BUDGET_KEYS:
+        if k != "train.steps":
+            base.pop(k, None)
+    lr = float(spec.base.get("optim.lr", 3e-3))
+    small = dataclasses.replace(
+        spec, name="sweep-scaling", trials=trials, seeds=[spec.seeds[0]], arms={},
+        space=[Param("optim.lr", low=lr / 3, high=lr, log=True)], sampler="random",
+        pruner="none", objective="multi", storage="", base=base, steps=steps,
+        eval_every=steps, grid={})
+    seconds = {}
+    for n in (1, jobs):
+        t0 = time.perf_counter()
+        run_sweep(dataclasses.replace(small, name=f"sweep-scaling-{n}"), results=results,
+                  jobs=n, log=lambda s: None)
+        seconds[n] = time.perf_counter() - t0
+    return {"workers": jobs, "seconds_1": seconds[1], "seconds_n": seconds[jobs],
+            "sweep_scaling": seconds[1] / seconds[jobs]}

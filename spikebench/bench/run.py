@@ -1,0 +1,164 @@
+"""``spikebench bench``: run a suite with the sweep's workers, compare it with a committed
+baseline, print and write the verdicts, and fail on a regression.
+
+Each run gets a fresh folder ``results/bench/<suite>-<time>/`` (the study, ``bench.json``,
+``bench.md``), so a bench never resumes an older one. ``--update-baseline`` (or a missing
+baseline file) records this run as the baseline instead of comparing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from spikebench import config as cfgmod
+from spikebench.bench.compare import (
+    METRICS,
+    PERF_METRICS,
+    Judged,
+    first_mismatch,
+    judge_metric,
+    judge_perf,
+    same_environment,
+)
+from spikebench.bench.suite import Suite, default_baseline, load_suite
+from spikebench.errors import UserError
+from spikebench.report.data import load_study, seed_log
+from spikebench.runio import atomic_write_json, atomic_write_text
+
+FORMAT = 1  # of the baseline file
+FAILING = ("regressed", "changed")
+
+
+def collect(study_dir: Path, suite: Suite) -> dict[str, Any]:
+    """Per scenario and seed the judged metrics and every step's training loss, and the
+    environment the trials ran in (from their meta.json)."""
+    study = load_study(study_dir)
+    scenarios: dict[str, Any] = {}
+    env: dict[str, Any] = {}
+    for name in suite.spec.arms:
+        t = study.arm_trial(name)
+        if t is None or not t.complete:
+            raise UserError(f"bench: scenario {name!r} did not complete (see "
+                            f"{study_dir}/trials/*/stderr.log)")
+        seeds = {}
+        for s in t.per_seed:
+            log = seed_log(t, int(s["seed"])) or {}
+            losses = [float(r["train/loss"]) for r in log.get("rows") or [] if "train/loss" in r]
+            seeds[str(s["seed"])] = {**{k: s.get(k) for k in METRICS}, "losses": losses}
+            meta = log.get("meta") or {}
+            if not env and meta.get("environment"):
+                env = {**meta["environment"], "corpus": (meta.get("corpus") or {}).get("sha256")}
+        scenarios[name] = {"config": suite.spec.arms[name], "seeds": seeds}
+    return {"environment": env, "scenarios": scenarios}
+
+
+def measure_perf(suite: Suite, out_dir: Path, jobs: int | None) -> dict[str, Any]:
+    from spikebench.bench.perf import overhead, sweep_scaling
+    from spikebench.sweep.spec import resolve_config
+
+    p, perf = suite.perf, {}
+    if p.overhead_steps:
+        base = {k: v for k, v in suite.spec.base.items() if k not in cfgmod.BUDGET_KEYS}
+        cfg = resolve_config(base, {"train.steps": p.overhead_steps, "train.progress": False,
+                                    "train.eval_every": p.overhead_steps})
+        perf.update(overhead(cfg, p.overhead_repeats))
+    workers = jobs or os.cpu_count() or 1
+    if p.sweep_trials and workers > 1:
+        perf.update(sweep_scaling(suite.spec, trials=p.sweep_trials, steps=p.sweep_steps,
+                                  jobs=workers, results=out_dir / "perf"))
+    return perf
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any], suite: Suite
+            ) -> tuple[list[Judged], list[str]]:
+    """Every verdict, and the environment keys that differ (empty: the exact check ran)."""
+    differs = same_environment(current["environment"], baseline["environment"])
+    out: list[Judged] = []
+    for name, cur in current["scenarios"].items():
+        base = baseline["scenarios"].get(name)
+        if base is None:
+            out.append(Judged(name, "scenario", "pass", None, None, None, None,
+                              "new scenario: not in the baseline"))
+            continue
+        if not differs:
+            bad = first_mismatch({k: v["losses"] for k, v in cur["seeds"].items()},
+                                 {k: v["losses"] for k, v in base["seeds"].items()})
+            out.append(Judged(name, "losses", "changed" if bad else "pass",
+                              None if not bad else bad[3], None if not bad else bad[2], None,
+                              None, "every step's training loss bit for bit (same environment)"
+                              + (f": seed {bad[0]} differs from step {bad[1]}" if bad else "")))
+        for metric in METRICS:
+            out.append(judge_metric(
+                name, metric, [s.get(metric) for s in cur["seeds"].values()],
+                [s.get(metric) for s in base["seeds"].values()],
+                level=suite.level, min_effect=suite.min_effect[metric]))
+    for metric in PERF_METRICS:
+        cur_v, base_v = current.get("perf", {}).get(metric), baseline.get("perf", {}).get(metric)
+        if cur_v is not None or base_v is not None:
+            out.append(judge_perf(metric, cur_v, base_v, tolerance=suite.perf.tolerance))
+    return out, differs
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def table(verdicts: list[Judged]) -> str:
+    rows = [[v.scenario, v.metric, v.verdict.upper() if v.verdict in FAILING else v.verdict,
+             _fmt(v.baseline), _fmt(v.current), _fmt(v.effect), _fmt(v.p), v.test]
+            for v in verdicts]
+    return tabulate(rows, headers=["scenario", "metric", "verdict", "baseline", "now",
+                                   "change", "p", "test"], tablefmt="github")
+
+
+def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool = False,
+              results: str = "results", jobs: int | None = None, perf: bool = True) -> int:
+    from spikebench.sweep.driver import run_sweep
+
+    suite = load_suite(suite_path)
+    base_file = Path(baseline_path) if baseline_path else default_baseline(suite)
+    baseline = None
+    if base_file.exists() and not update:
+        try:
+            baseline = json.loads(base_file.read_text())
+            assert baseline.get("format") == FORMAT and "scenarios" in baseline
+        except (OSError, ValueError, AssertionError, AttributeError):
+            raise UserError(f"--baseline {str(base_file)!r}: not a bench baseline of format "
+                            f"{FORMAT} (record one with --update-baseline)") from None
+    out_dir = Path(results) / "bench" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    started = time.perf_counter()
+    run_sweep(dataclasses.replace(suite.spec, storage=""), results=out_dir, jobs=jobs)
+    current = {"format": FORMAT, "suite": suite.name, **collect(out_dir / suite.name, suite)}
+    current["perf"] = measure_perf(suite, out_dir, jobs) if perf else {}
+    current["seconds"] = time.perf_counter() - started
+    if baseline is None:
+        atomic_write_json(base_file, current)
+        print(f"bench {suite.name}: recorded the baseline {base_file} "
+              f"({current['seconds']:.0f} s)")
+        return 0
+    verdicts, differs = compare(current, baseline, suite)
+    how = ("same environment: losses compared bit for bit, metrics by the test" if not differs
+           else "another environment (" + ", ".join(
+               f"{k}: {baseline['environment'].get(k)!r} -> {current['environment'].get(k)!r}"
+               for k in differs) + "): compared statistically only, never exactly")
+    text = table(verdicts)
+    failed = [v for v in verdicts if v.verdict in FAILING]
+    summary = (f"bench {suite.name}: {len(failed)} regression(s) against {base_file} "
+               f"({how}; {current['seconds']:.0f} s)")
+    atomic_write_json(out_dir / "bench.json", {
+        **current, "baseline": str(base_file), "environment_differs": differs,
+        "verdicts": [v.as_dict() for v in verdicts]})
+    atomic_write_text(out_dir / "bench.md", f"# Bench {suite.name}\n\n{summary}\n\n{text}\n")
+    print(text)
+    print(summary)
+    print(f"written: {out_dir / 'bench.md'}, {out_dir / 'bench.json'}")
+    return 1 if failed else 0

@@ -1,0 +1,113 @@
+"""A benchmark suite (``benchmarks/suites/*.toml``): a sweep file whose arms are the
+scenarios, plus a ``[bench]`` table with the test's level, the minimum effect per metric and
+the performance checks::
+
+    [bench]
+    level = 0.05
+    min_effect = { n_events = 1, severity = 10, steps_to_target = 20, final_val_loss = 0.05 }
+    [bench.perf]
+    overhead_steps = 150   # 0: no overhead / MFU measurement
+    overhead_repeats = 3
+    sweep_trials = 4       # 0: no sweep-scaling measurement
+    sweep_steps = 40
+    tolerance = 0.15       # a performance ratio may be this much worse
+
+Every problem is one line naming the file, the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spikebench import config as cfgmod
+from spikebench.bench.compare import METRICS
+from spikebench.errors import UserError
+from spikebench.sweep.spec import SweepSpec, load_sweep
+
+DEFAULT_MIN_EFFECT = {"n_events": 1.0, "severity": 10.0, "steps_to_target": 20.0,
+                      "final_val_loss": 0.05}
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    overhead_steps: int = 150
+    overhead_repeats: int = 3
+    sweep_trials: int = 4
+    sweep_steps: int = 40
+    tolerance: float = 0.15
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: str
+    spec: SweepSpec  # its arms are the scenarios
+    level: float = 0.05
+    min_effect: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIN_EFFECT))
+    perf: PerfSettings = PerfSettings()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def _number(path: str, key: str, value: Any, *, lo: float, hi: float = math.inf,
+            integer: bool = False, lo_open: bool = False) -> float:
+    kind = "an integer" if integer else "a number"
+    ok = (isinstance(value, int) if integer else isinstance(value, int | float)) \
+        and not isinstance(value, bool) and (lo < value if lo_open else lo <= value) \
+        and value <= hi
+    if not ok:
+        bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        allowed = f"{kind} {bound}" + (f" and <= {hi:g}" if hi < math.inf else "")
+        raise UserError(f"{path}: bench.{key} = {value!r}: must be {allowed}")
+    return value
+
+
+def load_suite(path: str | Path) -> Suite:
+    path = str(path)
+    spec = load_sweep(path, extra_tables=("bench",))
+    if spec.trials:
+        raise UserError(f"{path}: study.trials = {spec.trials}: a bench suite runs its "
+                        "scenarios (the comparison arms) only; set 0")
+    raw = cfgmod.load_toml(path, "suite").get("bench", {})
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: bench = {raw!r}: must be a table")
+    unknown = set(raw) - {"level", "min_effect", "perf"}
+    if unknown:
+        raise UserError(f"{path}: unknown key 'bench.{sorted(unknown)[0]}' (allowed: level, "
+                        "min_effect, perf)")
+    level = _number(path, "level", raw.get("level", 0.05), lo=0.0, hi=0.5, lo_open=True)
+    effects = raw.get("min_effect", {})
+    if not isinstance(effects, dict) or set(effects) - set(METRICS):
+        bad = sorted(set(effects) - set(METRICS))[0] if isinstance(effects, dict) else effects
+        raise UserError(f"{path}: bench.min_effect: {bad!r} is not a metric (allowed: "
+                        + ", ".join(METRICS) + ")")
+    min_effect = {**DEFAULT_MIN_EFFECT, **{
+        k: float(_number(path, f"min_effect.{k}", v, lo=0.0)) for k, v in effects.items()}}
+    p = raw.get("perf", {})
+    if not isinstance(p, dict):
+        raise UserError(f"{path}: bench.perf = {p!r}: must be a table")
+    defaults = PerfSettings()
+    if set(p) - set(defaults.__dict__):
+        raise UserError(f"{path}: unknown key 'bench.perf.{sorted(set(p) - set(defaults.__dict__))[0]}'"
+                        f" (allowed: {', '.join(defaults.__dict__)})")
+    perf = PerfSettings(
+        overhead_steps=int(_number(path, "perf.overhead_steps", p.get(
+            "overhead_steps", defaults.overhead_steps), lo=0, integer=True)),
+        overhead_repeats=int(_number(path, "perf.overhead_repeats", p.get(
+            "overhead_repeats", defaults.overhead_repeats), lo=1, integer=True)),
+        sweep_trials=int(_number(path, "perf.sweep_trials", p.get(
+            "sweep_trials", defaults.sweep_trials), lo=0, integer=True)),
+        sweep_steps=int(_number(path, "perf.sweep_steps", p.get(
+            "sweep_steps", defaults.sweep_steps), lo=1, integer=True)),
+        tolerance=float(_number(path, "perf.tolerance", p.get(
+            "tolerance", defaults.tolerance), lo=0.0, lo_open=True)))
+    return Suite(path=path, spec=spec, level=float(level), min_effect=min_effect, perf=perf)
+
+
+def default_baseline(suite: Suite) -> Path:
+    """``benchmarks/baselines/<suite name>.json`` next to the suites folder."""
+    return Path(suite.path).resolve().parent.parent / "baselines" / f"{suite.name}.json"
