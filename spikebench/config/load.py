@@ -81,10 +81,14 @@ def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
 def load_toml(path: str | Path, what: str = "config") -> dict[str, Any]:
     p = Path(path)
     try:
-        if p.is_dir():
-            raise UserError(f"{what} file {str(p)!r}: is a folder, not a TOML file")
-        if not p.is_file():
-            raise UserError(f"{what} file {str(p)!r}: not found")
+        is_dir, is_file = p.is_dir(), p.is_file()
+    except (OSError, ValueError) as e:  # a name too long, a NUL in the path
+        raise UserError(f"{what} file {str(p)[:200]!r}: cannot be read ({e})") from None
+    if is_dir:
+        raise UserError(f"{what} file {str(p)!r}: is a folder, not a TOML file")
+    if not is_file:
+        raise UserError(f"{what} file {str(p)!r}: not found")
+    try:
         # utf-8-sig: a byte-order mark some editors write is not part of the TOML.
         data = tomllib.loads(p.read_bytes().decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
