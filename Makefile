@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning report train lint clean
+.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean
 
 install: $(STAMP)
 
@@ -57,6 +57,11 @@ sweep-cleaning: install
 	$(BIN)/spikebench report results/cleaning-repeat
 	$(BIN)/spikebench sweep sweeps/cleaning-domain.toml $(ARGS)
 	$(BIN)/spikebench report results/cleaning-domain
+
+# Regression benchmarks: the CPU suite against benchmarks/baselines/cpu.json; exits 1 on a
+# regression. ARGS="--update-baseline" records a new baseline, ARGS="--suite FILE" another.
+bench: install
+	$(BIN)/spikebench bench $(ARGS)
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)
