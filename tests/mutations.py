@@ -122,6 +122,12 @@ MUTATIONS = (
              'text = f"{100 * x:.0f}%"', 'text = f"{-100 * x:.0f}%"', (RENDERED,)),
     Mutation("every verdict printed as supported", "spikebench/report/sections/claims.py",
              '"verdict": v.verdict,', '"verdict": "supported",', (RENDERED,)),
+    Mutation("the bench's exact loss check never finds a difference",
+             "spikebench/bench/compare.py", "            if x != y and not (",
+             "            if False and not (", ("tests/bench/test_compare.py",)),
+    Mutation("the bench judges a regression without the minimum effect",
+             "spikebench/bench/compare.py", 'worse <= level and effect >= min_effect',
+             "worse <= level", ("tests/bench/test_compare.py",)),
 )
 
 

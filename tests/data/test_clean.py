@@ -134,3 +134,16 @@ def test_a_threshold_outside_its_range_is_refused(over, fragment, capsys):
     assert main(["train", "--set", over, "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err
+
+
+def test_dedup_finds_a_planted_repeated_document_and_the_cap_scores_planted_domains(tmp_path):
+    corpus = _load(tmp_path, "faults.burst=repeat", "faults.corpus_share=0.05",
+                   "clean.dedup=true")
+    r = corpus.meta["cleaning"]
+    assert r["planted_bytes"] > 0 and r["recall"] > 0.6  # 7 copies: all but the first
+    assert list(r["by_reason"]) == ["dedup"]
+    # Planted domain text scored against the cap: a 30% planted domain is cut to the cap.
+    dom = _load(tmp_path, "faults.burst=domain", "faults.corpus_share=0.3",
+                "data.max_bytes=2000000", "clean.max_domain_share=0.2")
+    d = dom.meta["cleaning"]
+    assert d["precision"] > 0.2 and 0.2 < d["recall"] < 1  # other domains over 20% go too
