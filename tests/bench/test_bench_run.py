@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from spikebench.bench.compare import judge_perf
 from spikebench.bench.run import compare
 from spikebench.bench.suite import load_suite
 
@@ -123,29 +122,6 @@ def test_a_baseline_from_another_environment_is_compared_statistically_only(reco
     assert {v.metric for v in verdicts} == {"n_events", "severity", "steps_to_target",
                                             "final_val_loss"}
     assert all("Mann-Whitney" in v.test for v in verdicts)
-
-
-def test_a_step_20_percent_slower_is_caught(monkeypatch):
-    import spikebench.train.loop as loop
-    from spikebench import config as cfgmod
-    from spikebench.bench.perf import overhead
-
-    small = ["train.steps=40", "train.eval_every=40", "train.progress=false",
-             "data.max_bytes=200000", "data.batch_size=8", "train.threads=1"]
-    before = overhead(cfgmod.load(None, small), 3)
-    step = loop.train_step
-
-    def slower(*a, **k):
-        t0 = time.perf_counter()
-        out = step(*a, **k)
-        time.sleep(0.2 * (time.perf_counter() - t0))
-        return out
-
-    monkeypatch.setattr(loop, "train_step", slower)
-    after = overhead(cfgmod.load(None, small), 3)
-    j = judge_perf("overhead_ratio", after["overhead_ratio"], before["overhead_ratio"],
-                   tolerance=0.1)
-    assert j.verdict == "regressed", (before["overhead_ratio"], after["overhead_ratio"])
 
 
 def test_bad_suite_input_is_one_line(tmp_path, capsys):
