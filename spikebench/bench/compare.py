@@ -143,6 +143,7 @@ PERF_METRICS = {
     "overhead_ratio": PerfMetric("step time, spikebench / bare PyTorch loop", False),
     "mfu": PerfMetric("model FLOP utilisation against a matmul peak", True),
     "sweep_scaling": PerfMetric("sweep throughput, N workers / 1 worker", True),
+    "report_ratio": PerfMetric("report time for N trials / a fixed Python workload", False),
 }
 
 

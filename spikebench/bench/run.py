@@ -60,7 +60,7 @@ def collect(study_dir: Path, suite: Suite) -> dict[str, Any]:
 
 
 def measure_perf(suite: Suite, out_dir: Path, jobs: int | None) -> dict[str, Any]:
-    from spikebench.bench.perf import overhead, sweep_scaling
+    from spikebench.bench.perf import overhead, report_time, sweep_scaling
     from spikebench.sweep.spec import resolve_config
 
     p, perf = suite.perf, {}
@@ -73,6 +73,8 @@ def measure_perf(suite: Suite, out_dir: Path, jobs: int | None) -> dict[str, Any
     if p.sweep_trials and workers > 1:
         perf.update(sweep_scaling(suite.spec, trials=p.sweep_trials, steps=p.sweep_steps,
                                   jobs=workers, results=out_dir / "perf"))
+    if p.report_trials:
+        perf.update(report_time(p.report_trials))
     return perf
 
 
@@ -102,7 +104,8 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], suite: Suite
     for metric in PERF_METRICS:
         cur_v, base_v = current.get("perf", {}).get(metric), baseline.get("perf", {}).get(metric)
         if cur_v is not None or base_v is not None:
-            out.append(judge_perf(metric, cur_v, base_v, tolerance=suite.perf.tolerance))
+            out.append(judge_perf(metric, cur_v, base_v,
+                                  tolerance=suite.perf.tolerance[metric]))
     return out, differs
 
 

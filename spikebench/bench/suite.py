@@ -10,7 +10,9 @@ the performance checks::
     overhead_repeats = 3
     sweep_trials = 4       # 0: no sweep-scaling measurement
     sweep_steps = 40
-    tolerance = 0.15       # a performance ratio may be this much worse
+    report_trials = 500    # 0: no report-time measurement
+    # How much worse each performance ratio may be: one number, or per metric.
+    tolerance = { overhead_ratio = 0.10, mfu = 0.15, sweep_scaling = 0.25, report_ratio = 0.25 }
 
 Every problem is one line naming the file, the key, the value and what is allowed.
 """
@@ -23,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from spikebench import config as cfgmod
-from spikebench.bench.compare import METRICS
+from spikebench.bench.compare import METRICS, PERF_METRICS
 from spikebench.errors import UserError
 from spikebench.sweep.spec import SweepSpec, load_sweep
 
+DEFAULT_TOLERANCE = {"overhead_ratio": 0.10, "mfu": 0.15, "sweep_scaling": 0.25,
+                     "report_ratio": 0.25}
 DEFAULT_MIN_EFFECT = {"n_events": 1.0, "severity": 10.0, "steps_to_target": 20.0,
                       "final_val_loss": 0.05}
 
@@ -37,7 +41,8 @@ class PerfSettings:
     overhead_repeats: int = 3
     sweep_trials: int = 4
     sweep_steps: int = 40
-    tolerance: float = 0.15
+    report_trials: int = 500
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,18 @@ def _number(path: str, key: str, value: Any, *, lo: float, hi: float = math.inf,
         allowed = f"{kind} {bound}" + (f" and <= {hi:g}" if hi < math.inf else "")
         raise UserError(f"{path}: bench.{key} = {value!r}: must be {allowed}")
     return value
+
+
+def _tolerance(path: str, raw: Any) -> dict[str, float]:
+    """One number for every performance ratio, or a table of them by metric."""
+    if not isinstance(raw, dict):
+        t = float(_number(path, "perf.tolerance", raw, lo=0.0, lo_open=True))
+        return {k: t for k in PERF_METRICS}
+    if set(raw) - set(PERF_METRICS):
+        raise UserError(f"{path}: bench.perf.tolerance: {sorted(set(raw) - set(PERF_METRICS))[0]!r}"
+                        " is not a performance ratio (allowed: " + ", ".join(PERF_METRICS) + ")")
+    return {**DEFAULT_TOLERANCE, **{k: float(_number(path, f"perf.tolerance.{k}", v, lo=0.0,
+                                                     lo_open=True)) for k, v in raw.items()}}
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -103,8 +120,9 @@ def load_suite(path: str | Path) -> Suite:
             "sweep_trials", defaults.sweep_trials), lo=0, integer=True)),
         sweep_steps=int(_number(path, "perf.sweep_steps", p.get(
             "sweep_steps", defaults.sweep_steps), lo=1, integer=True)),
-        tolerance=float(_number(path, "perf.tolerance", p.get(
-            "tolerance", defaults.tolerance), lo=0.0, lo_open=True)))
+        report_trials=int(_number(path, "perf.report_trials", p.get(
+            "report_trials", defaults.report_trials), lo=0, integer=True)),
+        tolerance=_tolerance(path, p.get("tolerance", defaults.tolerance)))
     return Suite(path=path, spec=spec, level=float(level), min_effect=min_effect, perf=perf)
 
 

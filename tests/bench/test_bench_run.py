@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from spikebench.bench.compare import judge_perf
 from spikebench.bench.run import compare
 from spikebench.bench.suite import load_suite
 
+CPU_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "cpu.toml"
 SUITE = """
 [study]
 name = "tiny"
@@ -40,6 +43,7 @@ level = 0.05
 [bench.perf]
 overhead_steps = 0
 sweep_trials = 0
+report_trials = 0
 """
 
 # Planted in every process of a run through PYTHONPATH: train_step ignores its clip.
@@ -124,6 +128,38 @@ def test_a_baseline_from_another_environment_is_compared_statistically_only(reco
     assert all("Mann-Whitney" in v.test for v in verdicts)
 
 
+def test_a_step_20_percent_slower_is_caught(monkeypatch):
+    import statistics
+
+    import spikebench.train.loop as loop
+    from spikebench import config as cfgmod
+    from spikebench.bench.perf import overhead
+
+    cfg = cfgmod.load(None, ["train.steps=80", "train.eval_every=80", "train.progress=false",
+                             "data.max_bytes=200000", "data.batch_size=8", "train.threads=1"])
+    step = loop.train_step
+
+    def slower(*a, **k):  # train_step 20% slower, busy (a sleep overshoots short waits)
+        t0 = time.perf_counter()
+        out = step(*a, **k)
+        until = time.perf_counter() + 0.2 * (time.perf_counter() - t0)
+        while time.perf_counter() < until:
+            pass
+        return out
+
+    # Unchanged and slowed measurements alternate, so drift in machine load hits both.
+    ratios: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(5):
+        for slow in (False, True):
+            monkeypatch.setattr(loop, "train_step", slower if slow else step)
+            ratios[slow].append(overhead(cfgmod.from_dict(cfg.to_dict()), 1)["overhead_ratio"])
+    before, after = statistics.median(ratios[False]), statistics.median(ratios[True])
+    tolerance = load_suite(CPU_SUITE).perf.tolerance["overhead_ratio"]
+    j = judge_perf("overhead_ratio", after, before, tolerance=tolerance)
+    print("overhead ratio", before, "->", after)
+    assert j.verdict == "regressed", ratios
+
+
 def test_bad_suite_input_is_one_line(tmp_path, capsys):
     from spikebench.cli import main
 
@@ -135,6 +171,11 @@ def test_bad_suite_input_is_one_line(tmp_path, capsys):
     (tmp_path / "b2.toml").write_text(SUITE.replace("level = 0.05", "level = 0.05\nnope = 1"))
     assert main(["bench", "--suite", str(tmp_path / "b2.toml")]) == 2
     assert "unknown key 'bench.nope'" in capsys.readouterr().err
+    (tmp_path / "b3.toml").write_text(SUITE.replace("report_trials = 0", "report_trials = 0\n"
+                                                    "tolerance = { speed = 0.1 }"))
+    assert main(["bench", "--suite", str(tmp_path / "b3.toml")]) == 2
+    assert "'speed' is not a performance ratio" in capsys.readouterr().err
+    assert load_suite(CPU_SUITE).perf.tolerance["sweep_scaling"] == 0.25
     (tmp_path / "base.json").write_text("{not json")
     assert main(["bench", "--suite", str(tmp_path / "ok.toml")]) == 2
     err = capsys.readouterr().err
