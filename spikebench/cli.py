@@ -41,6 +41,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from spikebench.train.sinks import ProgressBar
 
     sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress else []
+    exporter = _exporter(args)
+    if exporter is not None:
+        from spikebench.live.sink import PrometheusSink
+
+        sinks.append(PrometheusSink(exporter))
     summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
     return 0 if summary["status"] in ("completed", "diverged") else 1
 
@@ -58,7 +63,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from spikebench.sweep.driver import run_sweep
 
-    out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage)
+    out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage,
+                    metrics=_exporter(args))
     print(f"{out['done']}/{out['total']} trials done; table: {out['trials_csv']}")
     return 0
 
@@ -75,7 +81,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from spikebench.sweep.worker import run_worker
 
-    return run_worker(args.storage, args.study, results=args.results)
+    return run_worker(args.storage, args.study, results=args.results, metrics=_exporter(args))
 
 
 def cmd_spikes(args: argparse.Namespace) -> int:
@@ -172,6 +178,40 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a port number in 0..65535 "
+                                         "(0: any free port)")
+    return n
+
+
+def _metrics_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on PORT (0: any free port; needs "
+                        "spikebench[monitor])")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="address the metrics endpoint binds to (default: 127.0.0.1)")
+
+
+def _exporter(args: argparse.Namespace):
+    """The exporter behind --metrics-port, serving; None without the flag."""
+    if args.metrics_port is None:
+        return None
+    from spikebench.live.server import require_client
+
+    require_client(args.metrics_port)
+    from spikebench.live.exporter import Exporter
+    from spikebench.live.server import serve
+
+    ex = Exporter()
+    serve(ex.registry, args.metrics_port, args.metrics_host)
+    return ex
+
+
 def _set_option(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help=help)
@@ -189,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "checkpoint (train.checkpoint_every)")
     _set_option(p, "dotted override, e.g. --set optim.lr=3e-3 (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    _metrics_options(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("sweep", help="run (or resume) an Optuna sweep of pretraining trials")
@@ -204,12 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="results folder (default: results)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the search space and trial plan; run nothing")
+    _metrics_options(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("worker", help="join a shared study (PostgreSQL) and run its trials")
     p.add_argument("--storage", required=True, help="Optuna storage URL (PostgreSQL)")
     p.add_argument("--study", required=True, help="study name")
     p.add_argument("--results", default="results", help="results folder (default: results)")
+    _metrics_options(p)
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("spikes", help="find loss spikes in a training log")

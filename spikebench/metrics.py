@@ -23,6 +23,15 @@ SEQ_LEN = "data/seq_len"
 INJECTED = "data/injected"
 TOKENS_PER_S = "perf/tokens_per_s"
 ELAPSED_S = "time/elapsed_s"  # training seconds so far, evaluation excluded
+# For live monitoring: on every record, the loss-spike events the online monitor has
+# opened so far; on the last record of each read-back, the process's memory.
+SPIKE_EVENTS = "spikes/loss_events"
+MEM_RSS = "mem/rss_bytes"
+CUDA_ALLOCATED = "mem/cuda_allocated_bytes"
+CUDA_RESERVED = "mem/cuda_reserved_bytes"
+# Values that differ between identical runs (wall time, memory): left out when two runs'
+# logs are compared.
+VOLATILE = (TOKENS_PER_S, ELAPSED_S, MEM_RSS, CUDA_ALLOCATED, CUDA_RESERVED)
 UPDATE_RATIO = "probe/update_ratio"
 LOG_Z = "probe/log_z"
 ATTN_LOGIT_MAX = "probe/attn_logit_max/"  # + layer index

@@ -85,6 +85,25 @@ def cpu_model() -> str:
     return f"{name} [{flags}]" if flags else name
 
 
+def memory(device: Any) -> dict[str, int]:
+    """The process's resident memory and, on CUDA, the caching allocator's counters. All
+    host-side reads (no device sync); the loop takes them once per read-back."""
+    from spikebench import metrics as M
+
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/statm") as f:
+            out[M.MEM_RSS] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass  # not Linux: no RSS, nothing else lost
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        out[M.CUDA_ALLOCATED] = int(torch.cuda.memory_allocated(device))
+        out[M.CUDA_RESERVED] = int(torch.cuda.memory_reserved(device))
+    return out
+
+
 def environment(device: Any) -> dict[str, Any]:
     import torch
 

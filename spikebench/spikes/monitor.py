@@ -104,6 +104,10 @@ class SpikeMonitor:
         order = {m: i for i, m in enumerate(self.metrics)}
         return sorted(evs, key=lambda e: (e.onset, order[e.metric]))
 
+    def n_events(self, metric: str) -> int:
+        """Events of ``metric`` so far, open ones included (O(1))."""
+        return len(self._series[metric].tracker.events)
+
     def n_updates(self, metric: str) -> int:
         """Number of values of ``metric`` consumed so far."""
         return self._series[metric].n

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from queue import Queue
+from typing import Any
 
 import optuna
 from joblib import Parallel, delayed
@@ -120,8 +121,11 @@ def export_trials(study: optuna.Study, study_dir: Path) -> Path:
 
 
 def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | None = None,
-              storage: str | None = None, log: Callable[[str], None] | None = None) -> dict:
-    """Run (or resume) the sweep until ``len(arms) + trials`` trials are done."""
+              storage: str | None = None, log: Callable[[str], None] | None = None,
+              metrics: Any = None) -> dict:
+    """Run (or resume) the sweep until ``len(arms) + trials`` trials are done. ``metrics``
+    (a :class:`~spikebench.live.exporter.Exporter`) is fed the running trials' logs and the
+    sweep's progress."""
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     study_dir = Path(results) / spec.name
     url = storage or spec.storage or default_storage(study_dir)
@@ -151,6 +155,13 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             free.put(s)
         trials_dir = study_dir / "trials"
         stopping = threading.Event()
+        failed = [sum(t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False))]
+        follower = None
+        if metrics is not None:
+            from spikebench.live.follow import Follower
+
+            follower = Follower(metrics, trials_dir).start()
+            metrics.sweep_progress(done, 0, failed[0])
 
         def task() -> None:
             slot = free.get()
@@ -161,6 +172,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     trial = study.ask()
                     trial.set_user_attr("driver", owner)
                     progress.running += 1
+                    if metrics is not None:
+                        metrics.sweep_progress(progress.done, progress.running, failed[0])
                 if heart:
                     heart.add(trial._trial_id)
                 try:
@@ -178,7 +191,10 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     progress.running -= 1
                     progress.done += 1
                     progress.diverged += bool(out.attrs.get("diverged_seeds"))
+                    failed[0] += out.state == TrialState.FAIL
                     progress.line(study, trial, out)
+                    if metrics is not None:
+                        metrics.sweep_progress(progress.done, progress.running, failed[0])
             finally:
                 free.put(slot)
 
@@ -198,6 +214,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         finally:
             if heart:
                 heart.stop()
+            if follower is not None:
+                follower.stop()
             signal.signal(signal.SIGTERM, old)
             export_trials(study, study_dir)
         n_done = count_done(study)

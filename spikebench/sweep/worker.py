@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -67,7 +68,7 @@ class _TargetGate:
 
 
 def run_worker(url: str, study_name: str, *, results: str | Path = "results",
-               log: Callable[[str], None] | None = None) -> int:
+               log: Callable[[str], None] | None = None, metrics: Any = None) -> int:
     """Join a shared study and run trials until it has its target number of finished ones.
 
     Heartbeats mark this worker alive; trials of a worker that died are failed after the
@@ -118,12 +119,20 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
 
     ran = 0
     gate = _TargetGate(storage, study_name)
+    follower = None
+    if metrics is not None:  # this worker's trials, read from the logs they write
+        from spikebench.live.follow import Follower
+
+        follower = Follower(metrics, trials_dir).start()
     try:
         while True:
             # Checking the target and creating the next trial are one step across workers,
             # else two workers that both see one trial left both start one.
             gate.acquire()
             done, running, on_workers = counts(study)
+            if metrics is not None:
+                metrics.sweep_progress(done, running, sum(
+                    t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False)))
             if done >= target or (done + running >= target and not on_workers):
                 break
             if done + running >= target:
@@ -139,6 +148,8 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             ran += 1
     finally:
         gate.close()
+        if follower is not None:
+            follower.stop()
     log(f"worker done: study {study_name!r} has {count_done(study)}/{target} finished "
         f"trials; this worker ran {ran}")
     return 0

@@ -30,7 +30,7 @@ from spikebench.data.seeds import derive_seed
 from spikebench.errors import UserError
 from spikebench.model import build_model, probe
 from spikebench.precision import Precision, loss_scale_tensor, make_precision
-from spikebench.runio import atomic_write_json, environment, new_run_dir
+from spikebench.runio import atomic_write_json, environment, memory, new_run_dir
 from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.train import checkpoint
@@ -184,6 +184,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     def emit(records: list[dict[str, Any]]) -> None:
         for rec in records:
             monitor.update(rec[M.STEP], rec)
+            rec[M.SPIKE_EVENTS] = monitor.n_events(M.TRAIN_LOSS)  # for live monitoring
+            if rec is records[-1]:  # once per read-back: the process's memory
+                rec.update(memory(device))
             for s in sinks:
                 s.write(rec)
         history.extend(records)

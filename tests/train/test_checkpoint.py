@@ -26,7 +26,7 @@ TINY = [
     "train.progress=false", "train.checkpoint_every=50", "train.keep_checkpoints=3",
     "precision.mode=fp16", "optim.lr=3e-3",
 ]
-TIMING = (M.TOKENS_PER_S, M.ELAPSED_S)
+TIMING = M.VOLATILE
 
 
 def _args(tmp_path: Path, name: str, steps: int) -> list[str]:

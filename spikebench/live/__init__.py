@@ -1,0 +1,1 @@
+"""Watching runs live: Prometheus metrics fed at the loop's read-back (``--metrics-port``)."""

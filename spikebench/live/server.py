@@ -1,0 +1,38 @@
+"""The ``/metrics`` endpoint: prometheus_client's HTTP server on one registry, bound to
+127.0.0.1 unless the user names another host (a training box rarely wants it public)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from spikebench.errors import UserError
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def serve(registry: Any, port: int, host: str = DEFAULT_HOST) -> tuple[Any, int]:
+    """Start the endpoint in a daemon thread; returns the server and the port it bound
+    (``port`` 0 picks a free one). A port in use or a bad host is one line."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        raise UserError(f"--metrics-port {port}: cannot listen on {host}:{port} "
+                        f"({e.strerror or e})") from None
+    bound = server.server_address[1]
+    print(f"metrics: http://{host}:{bound}/metrics", file=sys.stderr, flush=True)
+    return server, bound
+
+
+def require_client(port: int | None) -> None:
+    """A one-line error, before anything runs, when the endpoint is asked for without
+    prometheus_client installed."""
+    if port is None:
+        return
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise UserError(f"--metrics-port {port}: needs prometheus_client (pip install "
+                        "'spikebench[monitor]')") from None
