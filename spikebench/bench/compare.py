@@ -148,10 +148,15 @@ PERF_METRICS = {
 
 
 def judge_perf(metric: str, current: float | None, baseline: float | None, *,
-               tolerance: float) -> Judged:
+               tolerance: float | None) -> Judged:
     """A ratio regresses when it is worse than the baseline's by more than ``tolerance``
-    (relative), improves when better by as much."""
+    (relative), improves when better by as much; with ``tolerance`` None it is shown, not
+    judged (a ratio too noisy to decide anything)."""
     spec = PERF_METRICS[metric]
+    if tolerance is None:
+        rel = current / baseline - 1 if current is not None and baseline else None
+        return Judged("performance", metric, "shown", baseline, current, rel, None,
+                      "not judged (tolerance off)")
     test = f"ratio against the baseline's, tolerance {tolerance:.0%}"
     if current is None or baseline is None or baseline <= 0:
         return Judged("performance", metric, "pass", baseline, current, None, None,

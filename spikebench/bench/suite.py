@@ -11,7 +11,8 @@ the performance checks::
     sweep_trials = 4       # 0: no sweep-scaling measurement
     sweep_steps = 40
     report_trials = 500    # 0: no report-time measurement
-    # How much worse each performance ratio may be: one number, or per metric.
+    # How much worse each performance ratio may be: one number, or per metric ("off":
+    # shown, not judged).
     tolerance = { overhead_ratio = 0.10, mfu = 0.15, sweep_scaling = 0.25, report_ratio = 0.25 }
 
 Every problem is one line naming the file, the key, the value and what is allowed.
@@ -42,7 +43,8 @@ class PerfSettings:
     sweep_trials: int = 4
     sweep_steps: int = 40
     report_trials: int = 500
-    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    tolerance: dict[str, float | None] = field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCE))
 
 
 @dataclass(frozen=True)
@@ -71,16 +73,17 @@ def _number(path: str, key: str, value: Any, *, lo: float, hi: float = math.inf,
     return value
 
 
-def _tolerance(path: str, raw: Any) -> dict[str, float]:
-    """One number for every performance ratio, or a table of them by metric."""
+def _tolerance(path: str, raw: Any) -> dict[str, float | None]:
+    """One number for every performance ratio, or a table of them by metric ("off": shown,
+    not judged)."""
     if not isinstance(raw, dict):
         t = float(_number(path, "perf.tolerance", raw, lo=0.0, lo_open=True))
         return {k: t for k in PERF_METRICS}
     if set(raw) - set(PERF_METRICS):
         raise UserError(f"{path}: bench.perf.tolerance: {sorted(set(raw) - set(PERF_METRICS))[0]!r}"
                         " is not a performance ratio (allowed: " + ", ".join(PERF_METRICS) + ")")
-    return {**DEFAULT_TOLERANCE, **{k: float(_number(path, f"perf.tolerance.{k}", v, lo=0.0,
-                                                     lo_open=True)) for k, v in raw.items()}}
+    return {**DEFAULT_TOLERANCE, **{k: None if v == "off" else float(_number(
+        path, f"perf.tolerance.{k}", v, lo=0.0, lo_open=True)) for k, v in raw.items()}}
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -175,7 +175,7 @@ def test_bad_suite_input_is_one_line(tmp_path, capsys):
                                                     "tolerance = { speed = 0.1 }"))
     assert main(["bench", "--suite", str(tmp_path / "b3.toml")]) == 2
     assert "'speed' is not a performance ratio" in capsys.readouterr().err
-    assert load_suite(CPU_SUITE).perf.tolerance["sweep_scaling"] == 0.25
+    assert load_suite(CPU_SUITE).perf.tolerance["sweep_scaling"] is None  # "off": shown
     (tmp_path / "base.json").write_text("{not json")
     assert main(["bench", "--suite", str(tmp_path / "ok.toml")]) == 2
     err = capsys.readouterr().err

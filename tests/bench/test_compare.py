@@ -69,3 +69,8 @@ def test_performance_is_judged_on_ratios_with_a_tolerance():
     assert judge_perf("mfu", 0.08, 0.10, tolerance=0.1).verdict == "regressed"
     assert judge_perf("sweep_scaling", 1.9, 1.5, tolerance=0.1).verdict == "improved"
     assert judge_perf("mfu", None, 0.1, tolerance=0.1).verdict == "pass"
+
+
+def test_a_ratio_with_its_tolerance_off_is_shown_not_judged():
+    j = judge_perf("sweep_scaling", 1.0, 2.0, tolerance=None)
+    assert j.verdict == "shown" and j.effect == pytest.approx(-0.5)

@@ -249,3 +249,24 @@ def test_two_workers_draw_distinct_search_trials(pg_url, tmp_path):
     assert len(search) == 6
     drawn = [tuple(sorted(t.params.items())) for t in search]
     assert len(set(drawn)) == len(drawn), drawn
+
+
+def test_a_worker_exports_its_trials_and_the_study_progress(pg_url, tmp_path):
+    from spikebench.live.exporter import Exporter
+    from spikebench.sweep.worker import run_worker
+
+    name = "pglive"
+    sweep = write_sweep(tmp_path, name=name, trials=0, seeds="[0]",
+                        space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
+                        comparison='baseline = { "schedule.warmup_ratio" = 0.0 }\n')
+    create_study(sweep, pg_url, tmp_path)
+    ex = Exporter()
+    assert run_worker(pg_url, name, results=tmp_path / "w", metrics=ex, log=lambda s: None) == 0
+    get = ex.registry.get_sample_value
+    assert get("spikebench_sweep_trials", {"state": "running"}) == 0
+    arms = {t.user_attrs["arm"]: str(t.number) for t in optuna.load_study(
+        study_name=name, storage=make_storage(pg_url)).get_trials()}
+    assert set(arms) == {"baseline", "recipe"}
+    for arm, number in arms.items():
+        assert get("spikebench_step", {"trial": number, "arm": arm}) > 0
+        assert get("spikebench_train_loss", {"trial": number, "arm": arm}) > 0
