@@ -140,6 +140,7 @@ class PerfMetric:
 
 
 PERF_METRICS = {
+    "tokens_per_s": PerfMetric("training tokens per second of spikebench's loop", True),
     "overhead_ratio": PerfMetric("step time, spikebench / bare PyTorch loop", False),
     "mfu": PerfMetric("model FLOP utilisation against a matmul peak", True),
     "sweep_scaling": PerfMetric("sweep throughput, N workers / 1 worker", True),

@@ -30,8 +30,9 @@ from spikebench.bench.compare import METRICS, PERF_METRICS
 from spikebench.errors import UserError
 from spikebench.sweep.spec import SweepSpec, load_sweep
 
-DEFAULT_TOLERANCE = {"overhead_ratio": 0.10, "mfu": 0.15, "sweep_scaling": 0.25,
-                     "report_ratio": 0.25}
+# tokens/s is an absolute speed: shown beside the ratios, never judged.
+DEFAULT_TOLERANCE = {"tokens_per_s": None, "overhead_ratio": 0.10, "mfu": 0.15,
+                     "sweep_scaling": 0.25, "report_ratio": 0.25}
 DEFAULT_MIN_EFFECT = {"n_events": 1.0, "severity": 10.0, "steps_to_target": 20.0,
                       "final_val_loss": 0.05}
 
@@ -78,11 +79,11 @@ def _tolerance(path: str, raw: Any) -> dict[str, float | None]:
     not judged)."""
     if not isinstance(raw, dict):
         t = float(_number(path, "perf.tolerance", raw, lo=0.0, lo_open=True))
-        return {k: t for k in PERF_METRICS}
+        return {k: None if DEFAULT_TOLERANCE[k] is None else t for k in PERF_METRICS}
     if set(raw) - set(PERF_METRICS):
         raise UserError(f"{path}: bench.perf.tolerance: {sorted(set(raw) - set(PERF_METRICS))[0]!r}"
                         " is not a performance ratio (allowed: " + ", ".join(PERF_METRICS) + ")")
-    return {**DEFAULT_TOLERANCE, **{k: None if v == "off" else float(_number(
+    return {**DEFAULT_TOLERANCE, **{k: None if v in ("off", None) else float(_number(
         path, f"perf.tolerance.{k}", v, lo=0.0, lo_open=True)) for k, v in raw.items()}}
 
 
