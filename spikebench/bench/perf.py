@@ -91,34 +91,39 @@ def model_flops_per_step(cfg, n_params) -> float:
     return per_token * T * cfg.data.batch_size
 
 
-def overhead(cfg: cfgmod.Config, repeats: int) -> dict[str, Any]:
+def overhead(cfg: cfgmod.Config, repeats: int, *, warm: bool = True,
+             peak: bool = True) -> dict[str, Any]:
     """Median seconds per step of the bare loop and of ``train()``, run back to back in each
     repeat; the overhead ratio is the median of the repeats' ratios, so drift in machine load
-    between repeats cancels; and each loop's MFU against the matmul peak."""
+    between repeats cancels; and each loop's MFU against the matmul peak (``peak=False``:
+    no MFU). ``warm=False`` skips the warm-up pair, for a process that has trained."""
     device = resolve_device(cfg.train.device)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     corpus = load_corpus(cfg)
     # A discarded short pair first: the first train() of a process pays for lazy imports
     # and first-use allocations (ratios 10-20% high here).
-    warm = cfgmod.from_dict(cfg.to_dict())
-    warm.train.steps = warm.train.eval_every = min(20, cfg.train.steps)
-    bare_loop(warm, corpus, device)
-    spikebench_loop(warm)
+    if warm:
+        short = cfgmod.from_dict(cfg.to_dict())
+        short.train.steps = short.train.eval_every = min(20, cfg.train.steps)
+        bare_loop(short, corpus, device)
+        spikebench_loop(short)
     bare, ours = [], []
     for _ in range(repeats):
         bare.append(bare_loop(cfg, corpus, device))
         ours.append(spikebench_loop(cfgmod.from_dict(cfg.to_dict())))
-    peak = matmul_peak(device)
     n_params = sum(p.numel() for p in build_model(cfg.model).parameters())
-    flops = model_flops_per_step(cfg, n_params)
     b, o = statistics.median(bare), statistics.median(ours)
     tokens = cfg.data.batch_size * cfg.data.seq_len
     ratio = statistics.median(x / y for x, y in zip(ours, bare, strict=True))
-    return {"bare_s_per_step": b, "s_per_step": o, "overhead_ratio": ratio,
-            "tokens_per_s": tokens / o, "matmul_peak_flops": peak, "mfu": flops / o / peak,
-            "mfu_bare": flops / b / peak, "device": str(device),
-            "threads": torch.get_num_threads(), "n_params": n_params}
+    out = {"bare_s_per_step": b, "s_per_step": o, "overhead_ratio": ratio,
+           "tokens_per_s": tokens / o, "device": str(device),
+           "threads": torch.get_num_threads(), "n_params": n_params}
+    if peak:
+        top = matmul_peak(device)
+        flops = model_flops_per_step(cfg, n_params)
+        out.update(matmul_peak_flops=top, mfu=flops / o / top, mfu_bare=flops / b / top)
+    return out
 
 
 def sweep_scaling(spec: SweepSpec, *, trials: int, steps: int, jobs: int,
