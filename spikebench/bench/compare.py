@@ -26,7 +26,7 @@ METRICS = {
 }
 # Keys of the environment that must all match for the exact loss comparison.
 EXACT_KEYS = ("device", "gpu", "cpu_model", "torch_threads", "torch", "python", "corpus")
-EXACT_UP_TO = 12  # seeds per side for the exact test; the suites use far fewer
+EXACT_UP_TO = 8  # seeds per side for the exact test (C(16, 8) = 12,870 splits at most)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -50,7 +51,10 @@ def collect(study_dir: Path, suite: Suite) -> dict[str, Any]:
         seeds = {}
         for s in t.per_seed:
             log = seed_log(t, int(s["seed"])) or {}
-            losses = [float(r["train/loss"]) for r in log.get("rows") or [] if "train/loss" in r]
+            # Non-finite as None, as the baseline file stores them (JSON has no NaN).
+            losses = [float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+                      for r in log.get("rows") or [] if "train/loss" in r
+                      for v in (r["train/loss"],)]
             seeds[str(s["seed"])] = {**{k: s.get(k) for k in METRICS}, "losses": losses}
             meta = log.get("meta") or {}
             if not env and meta.get("environment"):
@@ -123,6 +127,25 @@ def table(verdicts: list[Judged]) -> str:
                                    "change", "p", "test"], tablefmt="github")
 
 
+def _read_baseline(path: Path) -> dict[str, Any]:
+    bad = UserError(f"--baseline {str(path)!r}: not a bench baseline of format {FORMAT} "
+                    "(record one with --update-baseline)")
+    try:
+        b = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise bad from None
+    ok = (isinstance(b, dict) and b.get("format") == FORMAT
+          and isinstance(b.get("environment"), dict) and isinstance(b.get("scenarios"), dict)
+          and isinstance(b.get("perf", {}), dict)
+          and all(isinstance(s, dict) and isinstance(s.get("seeds"), dict)
+                  and all(isinstance(v, dict) and isinstance(v.get("losses", []), list)
+                          for v in s["seeds"].values())
+                  for s in b["scenarios"].values()))
+    if not ok:
+        raise bad
+    return b
+
+
 def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool = False,
               results: str = "results", jobs: int | None = None, perf: bool = True) -> int:
     from spikebench.sweep.driver import run_sweep
@@ -130,13 +153,11 @@ def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool
     suite = load_suite(suite_path)
     base_file = Path(baseline_path) if baseline_path else default_baseline(suite)
     baseline = None
-    if base_file.exists() and not update:
-        try:
-            baseline = json.loads(base_file.read_text())
-            assert baseline.get("format") == FORMAT and "scenarios" in baseline
-        except (OSError, ValueError, AssertionError, AttributeError):
-            raise UserError(f"--baseline {str(base_file)!r}: not a bench baseline of format "
-                            f"{FORMAT} (record one with --update-baseline)") from None
+    if not update:
+        if not base_file.exists():
+            raise UserError(f"--baseline {str(base_file)!r}: no such file (record one with "
+                            "--update-baseline)")
+        baseline = _read_baseline(base_file)
     out_dir = Path(results) / "bench" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     started = time.perf_counter()
     run_sweep(dataclasses.replace(suite.spec, storage=""), results=out_dir, jobs=jobs)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from spikebench import config as cfgmod
-from spikebench.bench.compare import METRICS, PERF_METRICS
+from spikebench.bench.compare import EXACT_UP_TO, METRICS, PERF_METRICS, min_p
 from spikebench.errors import UserError
 from spikebench.sweep.spec import SweepSpec, load_sweep
 
@@ -101,6 +101,15 @@ def load_suite(path: str | Path) -> Suite:
         raise UserError(f"{path}: unknown key 'bench.{sorted(unknown)[0]}' (allowed: level, "
                         "min_effect, perf)")
     level = _number(path, "level", raw.get("level", 0.05), lo=0.0, hi=0.5, lo_open=True)
+    n = len(spec.seeds)
+    if n > EXACT_UP_TO:
+        raise UserError(f"{path}: study.seeds has {n} seeds: a bench suite takes at most "
+                        f"{EXACT_UP_TO} (its exact test enumerates every split of the seeds)")
+    if min_p(n, n) > level:
+        need = next(k for k in range(1, EXACT_UP_TO + 1) if min_p(k, k) <= level)
+        raise UserError(f"{path}: study.seeds has {n} seed(s): the exact test's smallest p is "
+                        f"then {min_p(n, n):.3g} > bench.level = {level:g}, so no regression "
+                        f"could ever be found; use at least {need} seeds")
     effects = raw.get("min_effect", {})
     if not isinstance(effects, dict) or set(effects) - set(METRICS):
         bad = sorted(set(effects) - set(METRICS))[0] if isinstance(effects, dict) else effects

@@ -63,6 +63,8 @@ class Exporter:
         """Update from one log record; ``source`` names the run the record's cumulative
         counts belong to (one seed's log), so counts of successive seeds add up."""
         labels = {"trial": trial, "arm": arm}
+        for counter in self.counters.values():  # exported from 0, so increase() sees event 1
+            counter.labels(**labels)
         for key, gauge in self.gauges.items():
             v = rec.get(key)
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ class Follower:
         self.exporter = exporter
         self.trials_dir = Path(trials_dir)
         self.interval = interval
-        self._offsets: dict[Path, int] = {}
+        self._offsets: dict[Path, int] = {}  # bytes read, per seed folder
         self._done: set[Path] = set()
+        self._lock = threading.Lock()  # one poll at a time (the thread, and stop())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-follower", daemon=True)
 
@@ -33,7 +35,8 @@ class Follower:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        with suppress(RuntimeError):  # never started
+            self._thread.join()
         self.poll()  # the last lines of trials that ended since the previous poll
 
     def _run(self) -> None:
@@ -42,22 +45,31 @@ class Follower:
 
     def poll(self) -> None:
         """Read what every unfinished trial's logs gained since the last poll."""
-        if not self.trials_dir.is_dir():
-            return
-        for trial in sorted(self.trials_dir.iterdir()):
-            if trial in self._done or not trial.is_dir():
-                continue
-            finished = (trial / "result.json").exists()
-            arm = _arm(trial)
-            for log in sorted(trial.glob("seed-*/metrics.jsonl")):
-                self._read(log, trial.name.lstrip("0") or "0", arm)
-            if finished:
-                self._done.add(trial)
+        with self._lock:
+            if not self.trials_dir.is_dir():
+                return
+            for trial in sorted(self.trials_dir.iterdir()):
+                if trial in self._done or not trial.is_dir():
+                    continue
+                finished = (trial / "result.json").exists()
+                arm = _arm(trial)
+                for seed in sorted(trial.glob("seed-*")):
+                    self._read(seed, trial.name.lstrip("0") or "0", arm)
+                if finished:
+                    self._done.add(trial)
 
-    def _read(self, log: Path, trial: str, arm: str) -> None:
-        at = self._offsets.get(log, 0)
+    def _read(self, seed: Path, trial: str, arm: str) -> None:
+        """A running seed writes ``metrics.jsonl.partial`` and renames it to
+        ``metrics.jsonl`` when it ends (the same bytes), so one offset serves both; a
+        resumed run cuts its log back, and then it is read again from the start."""
+        log = seed / "metrics.jsonl.partial"
+        if not log.exists():
+            log = seed / "metrics.jsonl"
+        at = self._offsets.get(seed, 0)
         try:
             with open(log, "rb") as f:
+                if f.seek(0, 2) < at:
+                    at = 0
                 f.seek(at)
                 chunk = f.read()
         except OSError:
@@ -69,8 +81,8 @@ class Follower:
             except ValueError:
                 continue
             if isinstance(rec, dict):
-                self.exporter.observe(rec, trial, arm, source=log)
-        self._offsets[log] = at + end
+                self.exporter.observe(rec, trial, arm, source=seed)
+        self._offsets[seed] = at + end
 
 
 def _arm(trial: Path) -> str:

@@ -189,6 +189,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 rec.update(memory(device))
             for s in sinks:
                 s.write(rec)
+        log.flush()  # once per read-back: live readers (a sweep's metrics) see these rows
         history.extend(records)
 
     buffer = MetricsBuffer(device)

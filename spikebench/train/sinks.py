@@ -45,6 +45,10 @@ class JsonlSink(Sink):
     def write(self, metrics: dict[str, Any]) -> None:
         self._f.write(json.dumps(metrics, allow_nan=True) + "\n")
 
+    def flush(self) -> None:
+        """Hand the rows written so far to the OS (no fsync), so a live reader sees them."""
+        self._f.flush()
+
     def sync(self) -> int:
         """Flush to disk; returns the log's size in bytes (a checkpoint records it)."""
         self._f.flush()

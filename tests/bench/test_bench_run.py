@@ -38,7 +38,7 @@ recipe = false
 "clipped" = { "optim.clip" = 0.3 }
 
 [bench]
-level = 0.05
+level = 0.2  # 2 seeds per side: the exact test's smallest p is 1/6
 
 [bench.perf]
 overhead_steps = 0
@@ -164,12 +164,12 @@ def test_a_step_20_percent_slower_is_caught(monkeypatch):
 def test_bad_suite_input_is_one_line(tmp_path, capsys):
     from spikebench.cli import main
 
-    bad = SUITE.replace("level = 0.05", "level = 2")
+    bad = SUITE.replace("level = 0.2", "level = 2")
     (tmp_path / "bad.toml").write_text(bad)
     assert main(["bench", "--suite", str(tmp_path / "bad.toml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bench.level = 2" in err and "<= 0.5" in err
-    (tmp_path / "b2.toml").write_text(SUITE.replace("level = 0.05", "level = 0.05\nnope = 1"))
+    (tmp_path / "b2.toml").write_text(SUITE.replace("level = 0.2", "level = 0.2\nnope = 1"))
     assert main(["bench", "--suite", str(tmp_path / "b2.toml")]) == 2
     assert "unknown key 'bench.nope'" in capsys.readouterr().err
     (tmp_path / "b3.toml").write_text(SUITE.replace("report_trials = 0", "report_trials = 0\n"
@@ -186,4 +186,18 @@ def test_bad_suite_input_is_one_line(tmp_path, capsys):
                  str(tmp_path / "base.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a bench baseline" in err
+    (tmp_path / "shallow.json").write_text('{"format": 1, "environment": {}, "scenarios": []}')
+    assert main(["bench", "--suite", str(tmp_path / "ok.toml"), "--baseline",
+                 str(tmp_path / "shallow.json")]) == 2
+    assert "not a bench baseline" in capsys.readouterr().err
+    # No baseline is an error, not a silent recording (CI would pass vacuously).
+    assert main(["bench", "--suite", str(tmp_path / "ok.toml"), "--baseline",
+                 str(tmp_path / "missing.json")]) == 2
+    assert "missing.json': no such file (record one with --update-baseline)" in \
+        capsys.readouterr().err
+    # Seeds with which the exact test can never reject at the level are refused.
+    (tmp_path / "few.toml").write_text(SUITE.replace("level = 0.2", "level = 0.05"))
+    assert main(["bench", "--suite", str(tmp_path / "few.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "smallest p is then 0.167 > bench.level = 0.05" in err and "at least 3 seeds" in err
     assert not (tmp_path / "results").exists()  # nothing was run

@@ -147,3 +147,11 @@ def test_a_share_outside_zero_one_is_refused(over, capsys):
     assert main(["train", "--set", over, "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "clean.max_domain_share" in err
+
+
+def test_a_domain_whose_target_is_under_one_unit_keeps_one():
+    units = [Unit(1000 * i, 1000 * i + 1000) for i in range(100)] + [Unit(100_000, 100_300)]
+    dm = DomainMap((0, 100_000), ("a", "b"))
+    drop = set(balance(units, dm, 0.5))
+    kept = [u for u in units if u not in drop]
+    assert {dm.of(u) for u in kept} == {"a", "b"}  # no domain vanished, no error

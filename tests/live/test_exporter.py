@@ -46,21 +46,30 @@ def test_a_record_sets_gauges_and_counts_events_across_seeds():
     assert _value(ex, "spikebench_sweep_trials", state="failed") == 1
 
 
-def test_the_follower_reads_whole_new_lines_of_each_trials_logs(tmp_path):
+def test_the_follower_reads_a_running_seeds_partial_log_once(tmp_path):
     trial = tmp_path / "trials" / "00007"
     (trial / "seed-0").mkdir(parents=True)
     (trial / "trial.json").write_text(json.dumps({"number": 7, "arm": "clip 1.0"}))
-    log = trial / "seed-0" / "metrics.jsonl"
-    log.write_text(json.dumps({M.STEP: 1, M.TRAIN_LOSS: 5.0}) + "\n"
-                   + json.dumps({M.STEP: 2, M.TRAIN_LOSS: 4.0}) + "\n" + '{"step": 3, "tr')
+    # A running seed writes metrics.jsonl.partial (renamed to metrics.jsonl at its end).
+    log = trial / "seed-0" / "metrics.jsonl.partial"
+    log.write_text(json.dumps({M.STEP: 1, M.TRAIN_LOSS: 5.0, M.SPIKE_EVENTS: 0}) + "\n"
+                   + json.dumps({M.STEP: 2, M.TRAIN_LOSS: 4.0, M.SPIKE_EVENTS: 1}) + "\n"
+                   + '{"step": 3, "tr')
     ex = Exporter()
     f = Follower(ex, tmp_path / "trials")
     f.poll()
-    assert _value(ex, "spikebench_train_loss", trial="7", arm="clip 1.0") == 4.0
+    labels = {"trial": "7", "arm": "clip 1.0"}
+    assert _value(ex, "spikebench_train_loss", **labels) == 4.0
     with open(log, "a") as out:  # the half-written line is completed
-        out.write('ain/loss": 3.0}\n')
+        out.write('ain/loss": 3.0, "spikes/loss_events": 1}\n')
     f.poll()
-    assert _value(ex, "spikebench_step", trial="7", arm="clip 1.0") == 3
+    assert _value(ex, "spikebench_step", **labels) == 3
+    log.rename(log.with_name("metrics.jsonl"))  # the seed ends: the same bytes
+    (trial / "result.json").write_text("{}")
+    f.poll()
+    f.poll()
+    assert _value(ex, "spikebench_spike_events_total", **labels) == 1  # not read twice
+    assert _value(ex, "spikebench_rollbacks_total", **labels) == 0  # exported from 0
 
 
 def test_the_dashboard_parses_and_every_panel_names_an_exported_metric():

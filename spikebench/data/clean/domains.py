@@ -76,7 +76,8 @@ def targets(sizes: dict[str, int], cap: float) -> dict[str, float]:
 
 def thin(units: list[Unit], keep_bytes: float) -> list[Unit]:
     """The units to drop so at most ``keep_bytes`` stay, evenly spread over ``units``: a
-    unit is kept while the bytes kept stay within the target share of the bytes seen."""
+    unit is kept while the bytes kept stay within the target share of the bytes seen. A
+    domain never vanishes: with a target under one unit, its middle unit stays."""
     total = sum(u.end - u.start for u in units)
     if keep_bytes >= total:
         return []
@@ -88,6 +89,8 @@ def thin(units: list[Unit], keep_bytes: float) -> list[Unit]:
             kept += size
         else:
             drop.append(u)
+    if not kept and units and keep_bytes > 0:
+        drop.remove(units[len(units) // 2])
     return drop
 
 
@@ -96,7 +99,7 @@ def balance(units: list[Unit], domains: DomainMap, cap: float) -> list[Unit]:
     left; repeated a few rounds, since whole units keep a cut domain a little under its
     target and so lift the others' shares."""
     left, removed = list(units), []
-    for _ in range(8):
+    for _ in range(8):  # (every domain keeps a unit, so a later round cannot lose one)
         by: dict[str, list[Unit]] = {}
         for u in left:
             by.setdefault(domains.of(u), []).append(u)
