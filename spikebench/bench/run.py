@@ -2,8 +2,9 @@
 baseline, print and write the verdicts, and fail on a regression.
 
 Each run gets a fresh folder ``results/bench/<suite>-<time>/`` (the study, ``bench.json``,
-``bench.md``), so a bench never resumes an older one. ``--update-baseline`` (or a missing
-baseline file) records this run as the baseline instead of comparing.
+``bench.md``), so a bench never resumes an older one. ``--update-baseline`` records this
+run as the baseline instead of comparing; without it a missing baseline is an error, never
+a silent recording.
 """
 
 from __future__ import annotations
