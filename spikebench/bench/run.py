@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from spikebench.bench.suite import Suite, default_baseline, load_suite
 from spikebench.errors import UserError
 from spikebench.report.data import load_study, seed_log
 from spikebench.runio import atomic_write_json, atomic_write_text
+from spikebench.values import finite
 
 FORMAT = 1  # of the baseline file
 FAILING = ("regressed", "changed")
@@ -53,9 +53,8 @@ def collect(study_dir: Path, suite: Suite) -> dict[str, Any]:
         for s in t.per_seed:
             log = seed_log(t, int(s["seed"])) or {}
             # Non-finite as None, as the baseline file stores them (JSON has no NaN).
-            losses = [float(v) if isinstance(v, int | float) and math.isfinite(v) else None
-                      for r in log.get("rows") or [] if "train/loss" in r
-                      for v in (r["train/loss"],)]
+            losses = [float(r["train/loss"]) if finite(r["train/loss"]) else None
+                      for r in log.get("rows") or [] if "train/loss" in r]
             seeds[str(s["seed"])] = {**{k: s.get(k) for k in METRICS}, "losses": losses}
             meta = log.get("meta") or {}
             if not env and meta.get("environment"):

@@ -9,12 +9,12 @@ read-back the loop already does, so the training loop pays nothing for it.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from spikebench import metrics as M
+from spikebench.values import finite
 
 LABELS = ("trial", "arm")
 # Gauges set from a record: (metric name, help, record key).
@@ -67,7 +67,7 @@ class Exporter:
             counter.labels(**labels)
         for key, gauge in self.gauges.items():
             v = rec.get(key)
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            if finite(v):
                 gauge.labels(**labels).set(v)
         if rec.get(M.ROLLBACK):
             self.counters["spikebench_rollbacks_total"].labels(**labels).inc()

@@ -25,6 +25,7 @@ class Follower:
         self.interval = interval
         self._offsets: dict[Path, int] = {}  # bytes read, per seed folder
         self._done: set[Path] = set()
+        self._arms: dict[Path, str] = {}  # trial folder -> arm, read once from trial.json
         self._lock = threading.Lock()  # one poll at a time (the thread, and stop())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-follower", daemon=True)
@@ -52,7 +53,7 @@ class Follower:
                 if trial in self._done or not trial.is_dir():
                     continue
                 finished = (trial / "result.json").exists()
-                arm = _arm(trial)
+                arm = self._arms.get(trial) or self._arms.setdefault(trial, _arm(trial))
                 for seed in sorted(trial.glob("seed-*")):
                     self._read(seed, trial.name.lstrip("0") or "0", arm)
                 if finished:
