@@ -38,15 +38,31 @@ def cmd_train(args: argparse.Namespace) -> int:
         preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
         print(cfg.to_json())
         return 0
+    import os
+
+    if cfg.train.nproc > 1 and "WORLD_SIZE" not in os.environ:  # start the ranks
+        import subprocess
+
+        from spikebench.train.launch import command
+
+        threads = cfg.train.threads or os.cpu_count() or 1  # shared by the ranks
+        env = {"OMP_NUM_THREADS": str(max(1, threads // cfg.train.nproc)), **os.environ,
+               "SPIKEBENCH_PARENT_PID": str(os.getpid())}
+        return subprocess.call(command(cfg.train.nproc, "spikebench", *args.argv), env=env)
+    from spikebench.train.dist import from_env, teardown
     from spikebench.train.sinks import ProgressBar
 
-    sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress else []
-    exporter = _exporter(args)
+    main_rank = from_env().main  # data-parallel: only rank 0 shows progress and exports
+    sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress and main_rank else []
+    exporter = _exporter(args) if main_rank else None
     if exporter is not None:
         from spikebench.live.sink import PrometheusSink
 
         sinks.append(PrometheusSink(exporter))
-    summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
+    try:
+        summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
+    finally:
+        teardown()
     return 0 if summary["status"] in ("completed", "diverged") else 1
 
 
@@ -297,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # to start ranks with
     except SystemExit as e:  # usage errors and --help: a code, not an exception, for callers
         return int(e.code or 0)
     try:

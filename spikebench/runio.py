@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -134,3 +136,13 @@ def new_run_dir(cfg: Config) -> Path:
         n += 1
         path = Path(cfg.run.out_dir) / f"{name}-{n}"
     return path
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (even by kill -9); a no-op
+    elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

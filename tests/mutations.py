@@ -37,6 +37,7 @@ class Mutation:
 
 LOOP = "tests/train/test_loop.py"
 RENDERED = "tests/report/test_report_rendered.py"
+DIST = "tests/train/test_dist.py"
 MUTATIONS = (
     Mutation("clipping is a no-op", "spikebench/train/loop.py",
              "clip_grad_norm_(params, clip, foreach=True)",
@@ -131,6 +132,10 @@ MUTATIONS = (
     Mutation("the bench judges a regression without the minimum effect",
              "spikebench/bench/compare.py", 'worse <= level and effect >= min_effect',
              "worse <= level", ("tests/bench/test_compare.py",)),
+    Mutation("data-parallel ranks log their own loss, not the global mean",
+             "spikebench/train/loop.py", "    dist.mean_(loss_sum)  # on the device",
+             "    # on the device", (f"{DIST}::test_two_gloo_ranks_match_one_process_with_the"
+                                     "_same_global_batch",)),
 )
 
 

@@ -202,6 +202,11 @@ class TrainConfig:
     checkpoint_every: int = field(default=0, metadata=_rng(0))
     keep_checkpoints: int = field(default=2, metadata=_rng(1))
     progress: bool = True
+    # Data-parallel processes per run (DDP: gloo on CPU, nccl on GPU); under torchrun, its
+    # world size. Each rank trains its share of the same global batch of data.batch_size.
+    nproc: int = field(default=1, metadata=_rng(1, 1024))
+    # A collective that waits longer than this (a rank hung or gone) fails the run.
+    dist_timeout_s: float = field(default=300.0, metadata=_rng(0.0, lo_open=True))
 
 
 @dataclass
@@ -259,6 +264,11 @@ class Config:
                 f"optim.grad_accum = {self.optim.grad_accum}: must divide data.batch_size = "
                 f"{self.data.batch_size}"
             )
+        if self.data.batch_size % (self.train.nproc * self.optim.grad_accum):
+            raise UserError(
+                f"train.nproc = {self.train.nproc}: nproc x optim.grad_accum = "
+                f"{self.train.nproc * self.optim.grad_accum} must divide data.batch_size = "
+                f"{self.data.batch_size} (each rank takes an equal share of every batch)")
 
     def _check_data(self) -> None:
         corpus = self.data.corpus

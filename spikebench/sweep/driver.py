@@ -129,7 +129,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     study_dir = Path(results) / spec.name
     url = storage or spec.storage or default_storage(study_dir)
-    slots = make_slots(jobs) if jobs != 0 else []  # 0: create the study for workers only
+    nproc = int(spec.base.get("train.nproc", 1))  # each trial's ranks: GPUs, else processes
+    slots = make_slots(jobs, nproc) if jobs != 0 else []  # 0: create the study for workers only
     with _exclusive(study_dir):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # On a shared storage the driver's trials beat like a worker's, so that if this

@@ -27,7 +27,9 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
            else ""),
         f"  sampler: {spec.sampler}, pruner: {spec.pruner}",
         f"  seeds per trial: {spec.seeds}",
-        f"  workers: {jobs if jobs is not None else 'auto'} (cores here: {os.cpu_count()})",
+        f"  workers: {jobs if jobs is not None else 'auto'} (cores here: {os.cpu_count()})"
+        + (f", {spec.base['train.nproc']} data-parallel ranks per trial"
+           if spec.base.get("train.nproc", 1) > 1 else ""),
         "base config overrides:",
         *[f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in spec.base.items()],
         "search space:",

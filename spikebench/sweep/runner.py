@@ -2,8 +2,10 @@
 
 Reads ``TRIAL_DIR/trial.json`` (``{"config": <resolved config>, "seeds": [...]}``), trains
 every seed into ``TRIAL_DIR/seed-<n>/`` and writes ``TRIAL_DIR/result.json`` atomically.
-A retry of an interrupted trial (``resume_from``: the old trial's folder) takes over each
-seed the old one finished and resumes each one it checkpointed, instead of step 0.
+A retry of an interrupted trial takes over each seed the old one finished and resumes each
+one it checkpointed, instead of step 0 (``carried_over``: what the trial took over from the
+old trial's folder before it started this process). With ``train.nproc`` > 1 this runs
+under torchrun (:mod:`spikebench.train.launch`), one process per rank.
 While seed index 0 trains, each validation loss is printed to stdout as one JSON line
 (``{"seed": 0, "step": 50, "val/loss": 2.9}``) so the driver can prune. A fresh process per
 trial means no memory creep across trials, and a crash or an out-of-memory kill costs one
@@ -12,27 +14,16 @@ trial, never the sweep. The process ends itself if the driver that started it di
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 from spikebench import config as cfgmod
 from spikebench import metrics as M
-from spikebench.runio import atomic_write_json
+from spikebench.runio import atomic_write_json, die_with_parent
 from spikebench.train.sinks import Sink
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the driver dies (even by kill -9); a no-op elsewhere."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class _ParentWatch(Sink):
@@ -58,9 +49,10 @@ class _Report(Sink):
                               M.VAL_LOSS: metrics[M.VAL_LOSS]}), flush=True)
 
 
-def _carry_over(src: Path | None, dst: Path) -> str:
+def carry_over(src: Path | None, dst: Path) -> str:
     """Take over a seed of the trial this one retries: "done" (its summary stands),
-    "resume" (continue from its checkpoints) or "" (train from step 0)."""
+    "resume" (continue from its checkpoints) or "" (train from step 0). The trial does this
+    before it starts the process, so every rank of a data-parallel trial agrees."""
     if src is None or not src.is_dir() or dst.exists():
         return ""
     if (src / "summary.json").is_file():
@@ -74,31 +66,41 @@ def _carry_over(src: Path | None, dst: Path) -> str:
 
 def run(trial_dir: Path, parent: int) -> int:
     job = json.loads((trial_dir / "trial.json").read_text())
+    from spikebench.train.dist import from_env, teardown
     from spikebench.train.loop import train  # torch imports after the watch is set
 
-    old = Path(job["resume_from"]) if job.get("resume_from") else None
+    main_rank = from_env().main  # data-parallel: rank 0 reports and writes the result
     results = []
     for i, seed in enumerate(job["seeds"]):
         cfg = cfgmod.from_dict(job["config"])
         cfg.train.seed = seed
         run_dir = trial_dir / f"seed-{seed}"
-        how = _carry_over(old / f"seed-{seed}" if old else None, run_dir)
+        how = job.get("carried_over", {}).get(str(seed), "")
         if how == "done":
             summary = json.loads((run_dir / "summary.json").read_text())
         else:
             sinks = [_ParentWatch(parent)] + ([_Report(seed)] if i == 0 else [])
-            summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=how == "resume")
+            summary = train(cfg, run_dir=run_dir, sinks=sinks if main_rank else [],
+                            resume=how == "resume")
         results.append({"seed": seed, "summary": summary, "carried_over": how})
-    atomic_write_json(trial_dir / "result.json", {"seeds": results})
+    teardown()
+    if main_rank:
+        atomic_write_json(trial_dir / "result.json", {"seeds": results})
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
-    _die_with_parent()
+    # A rank of a data-parallel trial watches torchrun's agent, which watches the driver.
+    parent = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else int(
+        os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
+    die_with_parent()
     if os.getppid() != parent:  # the driver died before prctl took effect
         return 3
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank's exception, for the agent's one line
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        return record(run)(Path(argv[0]), parent)
     return run(Path(argv[0]), parent)
 
 

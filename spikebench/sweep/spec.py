@@ -338,6 +338,9 @@ def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
         if key in where:
             raise UserError(f"{path}: {where[key]}: varies {key} across trials; every trial "
                               "must have the same budget (set it in [config])")
+    if "train.nproc" in where:
+        raise UserError(f"{path}: {where['train.nproc']}: varies train.nproc across trials; "
+                        "the sweep sizes its worker slots by it (set it in [config])")
     if base.get("train.tokens") is not None:
         for key in ("data.batch_size", "data.seq_len"):
             if key in where:

@@ -23,9 +23,11 @@ from optuna.trial import TrialState
 from spikebench import metrics as M
 from spikebench.runio import atomic_write_json
 from spikebench.scoring.trial import score_trial
+from spikebench.sweep.runner import carry_over
 from spikebench.sweep.slots import Slot
 from spikebench.sweep.spec import SweepSpec, resolve_config
 from spikebench.sweep.studies import suggest
+from spikebench.train.launch import command
 
 
 @dataclass
@@ -60,13 +62,20 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
     # checkpoints, when that folder is here (a results folder shared between servers).
     retry_of = trial.user_attrs.get("retry_of")
     old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
+    carried = {str(s): how for s in spec.seeds if (how := carry_over(
+        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
     atomic_write_json(trial_dir / "trial.json", {
         "number": trial.number, "arm": arm, "params": trial.params, "overrides": params,
         "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict(),
-        "resume_from": str(old) if old is not None and old.is_dir() else None})
-    env = {**os.environ, **slot.env, "OMP_NUM_THREADS": str(slot.threads),
+        "resume_from": str(old) if old is not None and old.is_dir() else None,
+        "carried_over": carried})
+    # Each rank of a data-parallel trial gets its share of the slot's threads.
+    env = {**os.environ, **slot.env,
+           "OMP_NUM_THREADS": str(max(1, slot.threads // cfg.train.nproc)),
            "SPIKEBENCH_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "spikebench.sweep.runner", str(trial_dir)]
+    if cfg.train.nproc > 1:
+        cmd = command(cfg.train.nproc, "spikebench.sweep.runner", str(trial_dir))
     attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
                              "overrides": dict(params)}
     with open(trial_dir / "stderr.log", "w") as err:

@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import TrialState
 
 from spikebench.errors import UserError
-from spikebench.sweep.slots import make_slots
+from spikebench.sweep.slots import worker_slot
 from spikebench.sweep.studies import (
     count_done,
     is_sqlite,
@@ -89,7 +89,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     study = optuna.load_study(study_name=study_name, storage=storage,
                               sampler=make_sampler(spec, worker_seed(study_name)),
                               pruner=make_pruner(spec))
-    slot = make_slots(1)[0]
+    slot = worker_slot(int(spec.base.get("train.nproc", 1)))
     trials_dir = Path(results) / spec.name / "trials"
     target = study.user_attrs.get("target_trials", len(spec.arms) + spec.trials)
 

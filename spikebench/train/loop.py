@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
+from spikebench.train.dist import SINGLE, Dist, setup
 from spikebench.train.optim import make_optimizer, update_ratio
 from spikebench.train.rollback import Rollback
 from spikebench.train.schedule import lr_at
@@ -70,18 +72,24 @@ class StepOutput:
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[torch.Tensor],
                x: torch.Tensor, y: torch.Tensor, *, precision: Precision, grad_accum: int,
                clip: float, probe_update: bool = False, zclip: ZClip | None = None,
-               skipper: SkipStep | None = None) -> StepOutput:
+               skipper: SkipStep | None = None, dist: Dist = SINGLE) -> StepOutput:
     """Forward and backward over ``grad_accum`` micro-batches, unscale, clip (fixed, then
     ZClip's bound), step; skip-step and the divergence guard skip the update on the
-    device."""
+    device. Data-parallel (``model`` a DDP module, ``x`` this rank's rows): the gradients
+    are averaged once, in the last micro-batch's backward, and the loss over the ranks, so
+    every rank judges the same global values."""
     scaler = precision.scaler
     loss_sum = torch.zeros((), device=x.device)
-    for xm, ym in zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True):
-        with precision.autocast():
-            _, loss = model(xm, ym)
-        loss = loss / grad_accum
-        (scaler.scale(loss) if scaler else loss).backward()
+    micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
+    for j, (xm, ym) in enumerate(micro):
+        quiet = j < len(micro) - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once
+        with model.no_sync() if quiet else nullcontext():
+            with precision.autocast():
+                _, loss = model(xm, ym)
+            loss = loss / grad_accum
+            (scaler.scale(loss) if scaler else loss).backward()
         loss_sum += loss.detach()
+    dist.mean_(loss_sum)  # on the device: an all-reduce, no host sync
 
     if scaler:
         scaler.unscale_(opt)
@@ -136,12 +144,17 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     folder is created, so a bad config leaves nothing behind. ``resume``: continue the
     killed run in ``run_dir`` from its newest usable checkpoint (from step 0 if it has
     none). Returns the summary dict.
+
+    Under torchrun (``WORLD_SIZE`` > 1) this is one rank of a data-parallel run
+    (:mod:`.dist`); only rank 0 writes files and calls ``sinks``, and the other ranks
+    return ``{"status", "steps", "rank"}``.
     """
     t = cfg.train
     preflight(cfg)
-    device = resolve_device(t.device)
-    if t.threads:
-        torch.set_num_threads(t.threads)
+    dist, device = setup(resolve_device(t.device), t.dist_timeout_s)
+    _check_world(cfg, dist)
+    if t.threads:  # a trial's threads are shared by its ranks
+        torch.set_num_threads(max(1, t.threads // dist.local_world))
     corpus = load_corpus(cfg)
     stream = BatchStream(corpus, cfg, device)
     torch.manual_seed(derive_seed(t.seed, "init"))
@@ -150,38 +163,47 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     precision = make_precision(cfg.precision, device)
     opt = make_optimizer(model, cfg)
     params = [p for p in model.parameters() if p.requires_grad]
+    step_model = dist.wrap(model, device)  # the model itself when single-process
     clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
     val_batches = stream.val_batches()
+    local_val = [(dist.shard(x), dist.shard(y)) for x, y in val_batches]
     shocked = lr_shock_steps(cfg)
 
-    run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
+    if dist.main:
+        run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
+    run_dir = Path(dist.broadcast(str(run_dir)))
     log_path = run_dir / "metrics.jsonl"
-    saved = _resumable(cfg, run_dir, log_path) if resume else None
+    saved = _resumable(cfg, run_dir, log_path) if resume and dist.main else None
+    saved = dist.broadcast(saved) if resume else None  # the checkpoint rank 0 chose
     meta = {
         "environment": environment(device),
+        "nproc": dist.world,
         "precision": precision.label,
         "precision_impl": precision.impl,
         "n_params": sum(p.numel() for p in params),
         "corpus": corpus.meta,
         "injections": injections(cfg, stream.faults, corpus.meta["contamination"]),
     }
-    if saved is None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "config.json", cfg.to_dict())
-    else:  # the first run's meta stands; each resume adds where and from which step
-        first = json.loads((run_dir / "meta.json").read_text())
-        meta = {**first, "resumes": [*first.get("resumes", []), {
-            "step": saved["step"], "environment": meta["environment"]}]}
-    atomic_write_json(run_dir / "meta.json", meta)
-    log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
-    sinks = [log, *sinks]
-    for s in sinks:
-        s.start({**meta, "run_dir": str(run_dir)})
+    if dist.main:
+        if saved is None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(run_dir / "config.json", cfg.to_dict())
+        else:  # the first run's meta stands; each resume adds where and from which step
+            first = json.loads((run_dir / "meta.json").read_text())
+            meta = {**first, "resumes": [*first.get("resumes", []), {
+                "step": saved["step"], "environment": meta["environment"]}]}
+        atomic_write_json(run_dir / "meta.json", meta)
+        log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
+        sinks = [log, *sinks]
+        for s in sinks:
+            s.start({**meta, "run_dir": str(run_dir)})
     # The online spike monitor: O(1) per step, fed host floats at each read-back.
     monitor = SpikeMonitor(cfg.spikes.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=cfg.spikes.gap)
     history: list[dict[str, Any]] = []  # every record, for the scores at the end
 
     def emit(records: list[dict[str, Any]]) -> None:
+        if not dist.main:
+            return
         for rec in records:
             monitor.update(rec[M.STEP], rec)
             rec[M.SPIKE_EVENTS] = monitor.n_events(M.TRAIN_LOSS)  # for live monitoring
@@ -201,11 +223,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                             device) if cfg.optim.clip_mode == "zclip" else None,
              "skipper": SkipStep(r.skip_window, r.skip_k, device)
              if r.kind == "skip_step" else None}
-    rollback = Rollback(r, cfg.spikes.gap, run_dir) if r.kind == "rollback" else None
+    # Every rank keeps its own ring (a disk ring: rank 0's in the run folder).
+    ring_dir = run_dir if dist.main else run_dir / f"rank-{dist.rank}"
+    rollback = Rollback(r, cfg.spikes.gap, ring_dir) if r.kind == "rollback" else None
 
     def run_eval(step: int) -> float:
         start = time.perf_counter()
-        val = float(evaluate(model, val_batches, precision))
+        val = float(dist.mean_(evaluate(model, local_val, precision)))
         val_history.append((step, val))
         buffer.pause(time.perf_counter() - start)
         return val
@@ -226,7 +250,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
     else:
         at = restore(saved, model, opt, precision, monitor, {**parts, "rollback": rollback})
-        history.extend(read_log(log.partial, saved["log_bytes"]))
+        if dist.main:
+            history.extend(read_log(log.partial, saved["log_bytes"]))
         start, position, tokens, val_history[:] = at.step, at.position, at.tokens, at.val_history
         skipped.fill_(at.skipped)
         buffer.resume(at.elapsed, at.tokens)
@@ -239,11 +264,11 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             rollback.lr_factor(position) if rollback else 1.0)
         for group in opt.param_groups:
             group["lr"] = lr
-        x, y = stream.batch(i)
+        x, y = stream.batch(i)  # the global batch; this rank trains its rows
         probing = step % t.probe_every == 0
-        out = train_step(model, opt, params, x, y, precision=precision,
-                         grad_accum=cfg.optim.grad_accum, clip=clip, probe_update=probing,
-                         **parts)
+        out = train_step(step_model, opt, params, dist.shard(x), dist.shard(y),
+                         precision=precision, grad_accum=cfg.optim.grad_accum, clip=clip,
+                         probe_update=probing, dist=dist, **parts)
         tokens += x.numel()
 
         rec: dict[str, Any] = {M.STEP: step, M.TRAIN_LOSS: out.loss,
@@ -265,7 +290,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             rec[M.LOSS_SCALE] = 1.0  # every mode logs one, so logs share their keys
         if probing:
             rec[M.UPDATE_RATIO] = out.update_ratio
-            rec.update(probe(model, val_batches[0][0]))
+            if dist.main:
+                rec.update(probe(model, val_batches[0][0]))
         buffer.add(rec, out.bad)
 
         # The state after this update, for the ring (a rollback drops it if it is late).
@@ -281,10 +307,13 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             records, diverged_step = buffer.flush(tokens)
             if diverged_step is None and evaluating:
                 records[-1][M.VAL_LOSS] = run_eval(step)
-            if (diverged_step is None and rollback and (onset := rollback.triggered(
-                    records, act=regular and step < t.steps)) is not None):
-                back = rollback.roll_back(onset, position, step, lambda st: load_train_state(
-                    st, model, opt, precision, parts))
+            if diverged_step is None and rollback:
+                onset = rollback.triggered(records, act=regular and step < t.steps)
+                if dist.world > 1 and regular and step < t.steps:
+                    onset = dist.broadcast(onset)  # rank 0 decides for every rank
+                back = None if onset is None else rollback.roll_back(
+                    onset, position, step,
+                    lambda st: load_train_state(st, model, opt, precision, parts))
                 if back is not None:
                     records[-1][M.ROLLBACK] = 1
                     position = back
@@ -293,9 +322,11 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 status = "diverged"
                 tokens = records[-1][M.TOKENS]  # as of the bad step, not the interval
                 break
-            if checkpointing:
+            if checkpointing and dist.main:
                 save_checkpoint(step)
 
+    if not dist.main:
+        return {"status": status, "steps": diverged_step or step, "rank": dist.rank}
     seconds = buffer.elapsed()
     monitor.finish()
     vals = [v for _, v in val_history if math.isfinite(v)]
@@ -335,6 +366,21 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         gap=cfg.spikes.gap)
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def _check_world(cfg: Config, dist: Dist) -> None:
+    """``train.nproc`` is the world size: torchrun's, when it started this process."""
+    t = cfg.train
+    if dist.world == t.nproc:
+        return
+    if dist.world == 1:
+        raise UserError(f"train.nproc = {t.nproc}: this process was not started by torchrun; "
+                        "run it with `spikebench train` or in a sweep (both launch the "
+                        f"ranks), or under torchrun --nproc_per_node={t.nproc}")
+    if t.nproc != 1:
+        raise UserError(f"train.nproc = {t.nproc}: torchrun started {dist.world} processes")
+    t.nproc = dist.world  # torchrun's world size; the config records it
+    cfg.check()
 
 
 def _resumable(cfg: Config, run_dir: Path, log: Path) -> dict[str, Any] | None:

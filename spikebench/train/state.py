@@ -25,7 +25,8 @@ from spikebench.spikes.monitor import SpikeMonitor
 # What may differ between the run that saved a checkpoint and the one resuming it: where
 # and how fast it runs, never what it computes (other threads change float rounding, so
 # bit-identity then holds only on the same CPU and thread count).
-_LOCAL_KEYS = {"train": ("device", "threads", "progress"), "run": ("out_dir", "name")}
+_LOCAL_KEYS = {"train": ("device", "threads", "progress", "dist_timeout_s"),
+               "run": ("out_dir", "name")}
 
 
 @dataclass

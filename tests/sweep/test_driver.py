@@ -13,6 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from sweep_helpers import write_sweep
 
+from spikebench.errors import UserError
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
 from spikebench.sweep.studies import default_storage
@@ -200,6 +201,19 @@ def test_worker_slots_one_per_gpu_else_cores_split():
     assert all(s.env == {"CUDA_VISIBLE_DEVICES": ""} for s in cpu)
     assert [s.threads for s in plan_slots(None, 2, [])] == [1, 1]
     assert [s.threads for s in plan_slots(4, 2, [])] == [1, 1, 1, 1]
+
+
+def test_data_parallel_slots_take_n_gpus_or_n_cores_each():
+    from spikebench.sweep.slots import plan_slots
+
+    gpu = plan_slots(None, 16, ["0", "1", "2", "3", "4"], nproc=2)  # the fifth GPU idles
+    assert [(s.name, s.env["CUDA_VISIBLE_DEVICES"], s.threads) for s in gpu] == [
+        ("cuda:0,1", "0,1", 8), ("cuda:2,3", "2,3", 8)]
+    assert [s.threads for s in plan_slots(None, 8, [], nproc=2)] == [2, 2, 2, 2]
+    assert len(plan_slots(None, 2, [], nproc=4)) == 1
+    with pytest.raises(UserError, match="train.nproc = 4: a trial needs 4 GPUs, this machine "
+                                        "shows 2"):
+        plan_slots(None, 16, ["0", "1"], nproc=4)
 
 
 def _same(per_seed):

@@ -1,0 +1,62 @@
+"""Start a data-parallel run's ranks on this machine: torchrun, in this process.
+
+``python -m spikebench.train.launch N MODULE ARGS...`` runs ``python -m MODULE ARGS`` as N
+ranks (``--standalone``: a free port on loopback, no restarts). This process is torchrun's
+agent: it dies with the process that started it (a sweep's trial or ``spikebench train``),
+and when a rank fails it stops the others and ends with one line naming the rank and how
+it ended. A rank that hangs instead is ended by ``train.dist_timeout_s``: its peers' next
+collective fails, and the agent stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from spikebench.runio import die_with_parent
+
+
+def command(nproc: int, module: str, *args: str) -> list[str]:
+    """The command line that runs ``python -m module args`` as ``nproc`` ranks."""
+    return [sys.executable, "-m", "spikebench.train.launch", str(nproc), module, *args]
+
+
+def describe(failure) -> str:
+    """How a rank ended, from torchrun's ``ProcessFailure``: its signal or exit code, and
+    the first line of the exception a rank under :func:`record` left (paths of the C++
+    sources dropped)."""
+    if failure.exitcode < 0:
+        return f"killed by {failure.signal_name()}"
+    why = failure.message
+    why = why.get("message", "") if isinstance(why, dict) else str(why or "")
+    why = re.sub(r"\[/[^\]]*\] ?", "", why.strip().split("\n")[0])
+    if why.startswith("To enable traceback"):  # torchrun's text when the rank left none
+        why = ""
+    return f"exit code {failure.exitcode}" + (f": {why}" if why else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
+    die_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        return 3
+    nproc, module, *rest = argv
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    args = parse_args(["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
+                       "-m", module, *rest])
+    try:
+        run(args)
+    except ChildFailedError as e:
+        rank, failure = e.get_first_failure()
+        print(f"data-parallel run failed: rank {rank} (pid {failure.pid}) "
+              f"{describe(failure)}; the other ranks were stopped", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
