@@ -273,6 +273,7 @@ class Precision:
     scaler: torch.amp.GradScaler | None
     device_type: str = "cpu"
     flash_rounding: bool = True
+    why: str = ""  # how "auto" chose impl, for the run's meta ("" when it was not auto)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """A fresh context to wrap the forward pass and loss in (the backward needs none).
@@ -291,7 +292,9 @@ class Precision:
 def make_precision(cfg: PrecisionConfig, device: torch.device | str) -> Precision:
     """Resolve ``cfg`` for ``device``.
 
-    impl ``"auto"`` means real autocast on CUDA and emulation on every other device; mode
+    impl ``"auto"`` means real autocast on CUDA; on CPU, real autocast where the CPU has the
+    half format natively and it measured faster, emulation elsewhere
+    (:mod:`spikebench.precision_auto`); emulation on any other device. Mode
     ``"fp32"`` always gives impl ``"none"`` whatever ``cfg.impl`` says. ``"real"`` on CPU is
     allowed (correct but slow). The label names the mode and, for half modes, the impl, e.g.
     ``"bf16 (real autocast)"`` or ``"fp16 no scaling (emulated)"``; put it in every output.
@@ -299,11 +302,16 @@ def make_precision(cfg: PrecisionConfig, device: torch.device | str) -> Precisio
     disables itself (with a warning) on a CUDA device when CUDA is unavailable.
     """
     device = torch.device(device)
+    why = ""
     if cfg.mode == "fp32":
         impl, label = "none", "fp32"
     else:
         impl = cfg.impl
-        if impl == "auto":
+        if impl == "auto" and device.type == "cpu":
+            from spikebench.precision_auto import choose
+
+            impl, why = choose(cfg.mode)
+        elif impl == "auto":
             impl = "real" if device.type == "cuda" else "emulated"
         suffix = "real autocast" if impl == "real" else "emulated"
         label = f"{_LABELS[cfg.mode]} ({suffix})"
@@ -311,7 +319,7 @@ def make_precision(cfg: PrecisionConfig, device: torch.device | str) -> Precisio
     if cfg.mode == "fp16":
         scaler = torch.amp.GradScaler(device.type, init_scale=cfg.init_scale)
     return Precision(cfg.mode, impl, label, scaler, device_type=device.type,
-                     flash_rounding=cfg.emulated_attention == "kernel")
+                     flash_rounding=cfg.emulated_attention == "kernel", why=why)
 
 
 def loss_scale_tensor(scaler: torch.amp.GradScaler | None) -> torch.Tensor | None:

@@ -64,7 +64,8 @@ def git_hash() -> str | None:
 
 
 # The vector-unit flags that change which kernels torch picks, hence its float results.
-_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")
+_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16",
+                 "amx_tile", "fma")
 
 
 def cpu_model() -> str:

@@ -1,5 +1,6 @@
 import contextlib
 import copy
+import json
 import math
 
 import pytest
@@ -8,6 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from spikebench import config as c
+from spikebench import precision_auto
 from spikebench.config import PrecisionConfig
 from spikebench.model import GPT
 from spikebench.precision import (
@@ -44,8 +46,8 @@ def _r(t, dtype):
         ("fp16_noscale", "fp16 no scaling (emulated)"),
     ],
 )
-def test_cpu_auto_is_emulated(mode, label):
-    p = _prec(mode)
+def test_cpu_emulated_labels_and_contexts(mode, label):
+    p = _prec(mode, "emulated")
     assert p.mode == mode and p.label == label
     assert p.impl == ("none" if mode == "fp32" else "emulated")
     ctx = p.autocast()
@@ -59,6 +61,33 @@ def test_cpu_auto_is_emulated(mode, label):
         assert p.scaler.get_scale() == 2.0**16
     else:
         assert p.scaler is None
+
+
+def test_cpu_auto_emulates_without_a_native_unit_and_measures_once_with_one(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("SPIKEBENCH_CACHE", str(tmp_path))
+    impl, why = precision_auto.choose("bf16", flags={"avx2", "avx512f"})
+    assert impl == "emulated" and why.startswith("no native bf16 on this CPU")
+    assert not (tmp_path / "precision.json").exists()  # nothing measured
+    calls = []
+    monkeypatch.setattr(precision_auto, "measure", lambda fmt: calls.append(fmt) or 0.8)
+    assert precision_auto.choose("bf16", flags={"amx_bf16"})[0] == "real"
+    assert precision_auto.choose("fp16_noscale", flags={"avx512_fp16"})[0] == "real"
+    again, why = precision_auto.choose("bf16", flags={"amx_bf16"})
+    assert again == "real" and calls == ["bf16", "fp16"]  # the second bf16 read the cache
+    assert "0.80" in why and str(tmp_path) in why
+    cache = json.loads((tmp_path / "precision.json").read_text())
+    key = next(k for k in cache if k.endswith("| bf16"))
+    cache[key] = 1.3  # real slower than the emulation there
+    (tmp_path / "precision.json").write_text(json.dumps(cache))
+    assert precision_auto.choose("bf16", flags={"amx_bf16"})[0] == "emulated"
+
+
+def test_measuring_leaves_the_random_streams_alone(tmp_path):
+    torch.manual_seed(7)
+    before = torch.random.get_rng_state()
+    ratio = precision_auto.measure("bf16", steps=1)
+    assert ratio > 0 and torch.equal(torch.random.get_rng_state(), before)
 
 
 @pytest.mark.parametrize("mode, dtype", [("bf16", BF16), ("fp16", FP16), ("fp16_noscale", FP16)])

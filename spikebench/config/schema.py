@@ -95,8 +95,9 @@ class ScheduleConfig:
 class PrecisionConfig:
     # fp16 uses dynamic loss scaling; fp16_noscale shows why that is needed.
     mode: Literal["fp32", "bf16", "fp16", "fp16_noscale"] = "fp32"
-    # auto: real autocast on CUDA, emulated rounding on CPU (real half matmuls are many times
-    # slower than fp32 on most CPUs; benchmarks/precision_speed.py measures it).
+    # auto: real autocast on CUDA; on CPU real autocast where the CPU has the format natively
+    # and it measured faster (once per machine), else emulated rounding (real half matmuls
+    # are many times slower than fp32 on CPUs without it; benchmarks/precision_speed.py).
     impl: Literal["auto", "real", "emulated"] = "auto"
     # fp16's loss scale: below 2^-24 it underflows to 0, above 2^64 it overflows in a step.
     init_scale: float = field(default=2.0**16, metadata=_rng(2.0**-24, 2.0**64))

@@ -57,6 +57,7 @@ PER_SEED = {"seed": INTEGER, "status": TEXT, "diverged_step": STEP_AT, **dict.fr
     "convergence"), NUMBER), **dict.fromkeys((
     "rollbacks", "redone_steps", "skipped_batches", "skipped_updates"), COUNT)}
 ATTRS = {"arm": TEXT, "dir": TEXT, "overrides": TABLE, "per_seed": [PER_SEED],
+         "pruned_at_step": STEP_AT,
          **dict.fromkeys(("spikes", "convergence", "n_events_median", "diverged_seeds",
                           "reached_seeds", "seeds"), NUMBER)}
 SUMMARY = {"status": TEXT, "diverged_step": STEP_AT,

@@ -42,6 +42,7 @@ from spikebench.sweep.studies import (
     recover_interrupted,
 )
 from spikebench.sweep.trial import Outcome, kill_children, record, run_trial
+from spikebench.sweep.utilisation import measure
 
 
 @contextmanager
@@ -177,6 +178,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                         metrics.sweep_progress(progress.done, progress.running, failed[0])
                 if heart:
                     heart.add(trial._trial_id)
+                ran.append(trials_dir / f"{trial.number:05d}")
                 try:
                     out = run_trial(trial, spec, slot, trials_dir, lock)
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
@@ -201,6 +203,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
 
         heart = _Heartbeat(storage) if shared else None
         old = signal.signal(signal.SIGTERM, _sigterm)
+        ran: list[Path] = []  # the trial folders this run started
+        started = time.monotonic()
         try:
             remaining = max(0, total - done) if slots else 0
             runner = Parallel(n_jobs=max(1, len(slots)), backend="threading",
@@ -220,8 +224,11 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             signal.signal(signal.SIGTERM, old)
             export_trials(study, study_dir)
         n_done = count_done(study)
+        used = measure(ran, len(slots), time.monotonic() - started)
+        if ran:
+            log(used.line())
         return {"study": spec.name, "dir": str(study_dir), "done": n_done, "total": total,
-                "trials_csv": str(study_dir / "trials.csv")}
+                "trials_csv": str(study_dir / "trials.csv"), "utilisation": used}
 
 
 

@@ -30,7 +30,7 @@ from spikebench.errors import UserError
 
 OBJECTIVES = ("multi", "single")
 SAMPLERS = ("tpe", "random", "nsga2")
-PRUNERS = ("none", "patient_hyperband", "median")
+PRUNERS = ("none", "spike_tolerant_hyperband", "patient_hyperband", "median")
 SPIKE_METRICS = ("severity", "events")
 CLIP_ON = "/on"
 # Keys every trial sets from the study itself: searching them would be overwritten.
@@ -110,6 +110,8 @@ class SweepSpec:
     # [comparison] grid: every arm was crossed with these values ({"optim.lr": [...]}); the
     # arms at the base config's values keep their plain names.
     grid: dict[str, list] = field(default_factory=dict)
+    # The sampler's seed in the driver (workers on a shared study draw their own).
+    sampler_seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -217,7 +219,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
             raise _err(path, table, raw[table], "must be a table")
     st = raw.get("study", {})
     allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
-                     "spike_metric", "sampler", "pruner", "storage", "notes"}
+                     "spike_metric", "sampler", "sampler_seed", "pruner", "storage", "notes"}
     if set(st) - allowed_study:
         bad = sorted(set(st) - allowed_study)[0]
         raise UserError(f"{path}: unknown key 'study.{bad}' (allowed: "
@@ -254,8 +256,11 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
     sampler = _get(st, "sampler", path, str, "tpe", f"must be one of {', '.join(SAMPLERS)}")
     if sampler not in SAMPLERS:
         raise _err(path, "study.sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")
+    sampler_seed = _get(st, "sampler_seed", path, int, 0, "must be an integer >= 0")
+    if sampler_seed < 0:
+        raise _err(path, "study.sampler_seed", sampler_seed, "must be an integer >= 0")
     pruner = _get(st, "pruner", path, str, "none" if objective == "multi" else
-                  "patient_hyperband", f"must be one of {', '.join(PRUNERS)}")
+                  "spike_tolerant_hyperband", f"must be one of {', '.join(PRUNERS)}")
     if pruner not in PRUNERS:
         raise _err(path, "study.pruner", pruner, f"must be one of {', '.join(PRUNERS)}")
     if objective == "multi" and pruner != "none":
@@ -317,7 +322,8 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
         target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
-        sampler=sampler, pruner=pruner, storage=storage, base=base, space=space, arms=arms,
+        sampler=sampler, sampler_seed=sampler_seed, pruner=pruner, storage=storage, base=base,
+        space=space, arms=arms,
         steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
         notes=str(st.get("notes", "")),
         default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,

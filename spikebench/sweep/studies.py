@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 
 from spikebench import __version__
 from spikebench.errors import UserError
+from spikebench.sweep.pruner import SpikeTolerantPruner
 from spikebench.sweep.spec import CLIP_ON, Param, SweepSpec
 
 DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -99,10 +100,12 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
         return optuna.pruners.NopPruner()
     if spec.pruner == "median":
         return optuna.pruners.MedianPruner(n_warmup_steps=spec.eval_every)
-    # Patient around Hyperband: a trial must fail to improve for two evaluations in a row
-    # before Hyperband may stop it, so one spike does not kill a trial that would recover.
     inner = optuna.pruners.HyperbandPruner(min_resource=spec.eval_every,
                                            max_resource=spec.steps, reduction_factor=3)
+    if spec.pruner == "spike_tolerant_hyperband":  # Hyperband, patient only around a rise
+        return SpikeTolerantPruner(inner, patience=2)
+    # Patient around Hyperband: a trial must fail to improve for two evaluations in a row
+    # before Hyperband may stop it (in practice: it almost never prunes).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.pruners.PatientPruner(inner, patience=2)
@@ -111,7 +114,7 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
 def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
     directions = ["minimize", "minimize"] if spec.objective == "multi" else ["minimize"]
     study = optuna.create_study(storage=storage, study_name=spec.name, load_if_exists=True,
-                                directions=directions, sampler=make_sampler(spec),
+                                directions=directions, sampler=make_sampler(spec, spec.sampler_seed),
                                 pruner=make_pruner(spec))
     if [d.name.lower() for d in study.directions] != directions:
         raise UserError(f"study {spec.name!r}: exists with {len(study.directions)} "

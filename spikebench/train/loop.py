@@ -180,6 +180,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "nproc": dist.world,
         "precision": precision.label,
         "precision_impl": precision.impl,
+        **({"precision_choice": precision.why} if precision.why else {}),
         "n_params": sum(p.numel() for p in params),
         "corpus": corpus.meta,
         "injections": injections(cfg, stream.faults, corpus.meta["contamination"]),

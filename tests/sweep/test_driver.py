@@ -76,6 +76,13 @@ def test_four_trial_sweep(tmp_path):
     assert (cfg["precision"]["mode"], cfg["curriculum"]["kind"]) == ("bf16", "seqlen")
     table = pd.read_csv(tmp_path / "r" / "tiny" / "trials.csv")
     assert len(table) == 4 and "user_attrs_arm" in table.columns
+    # Utilisation: the seeds' training clocks over 2 workers x the sweep's wall time.
+    used = out["utilisation"]
+    clocks = [json.loads(p.read_text())["seconds"]
+              for p in (tmp_path / "r" / "tiny" / "trials").glob("*/seed-*/summary.json")]
+    assert len(clocks) == 8 and used.workers == 2
+    assert used.train_s == pytest.approx(sum(clocks)) and 0 < used.share < 1
+    assert used.share == pytest.approx(used.train_s / (2 * used.wall_s))
     # Running the same command again finds the work done and runs nothing.
     again = run_sweep(spec, results=tmp_path / "r", jobs=2, log=lambda s: None)
     assert again["done"] == 4 and len(load(tmp_path / "r", "tiny").trials) == 4

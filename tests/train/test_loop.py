@@ -133,7 +133,14 @@ def test_warmup_schedule_in_log(tmp_path):
 def test_each_precision_runs(tmp_path, mode):
     summary, rows = run(tmp_path, f"precision.mode={mode}", "train.steps=10")
     assert summary["status"] == "completed"
-    assert mode == "fp32" or "emulated" in summary["precision"]
+    # auto: whichever this CPU runs faster, named in the label, and why in the meta.
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["precision"] == summary["precision"]
+    if mode != "fp32":
+        impl = meta["precision_impl"]
+        assert summary["precision"].endswith({"emulated": "(emulated)",
+                                              "real": "(real autocast)"}[impl])
+        assert meta["precision_choice"].startswith(("native", "no native"))
     # Every mode logs a loss scale; only fp16 with scaling moves it off 1.
     assert rows[1]["optim/loss_scale"] == (2.0**16 if mode == "fp16" else 1.0)
 
@@ -170,7 +177,7 @@ def test_emulated_half_precision_in_the_real_loop(tmp_path):
         _, fp32 = run(tmp_path, "train.steps=10", "train.probe_every=100", name="fp32")
         current[0] = "bf16"
         _, bf16 = run(tmp_path, "train.steps=10", "train.probe_every=100",
-                      "precision.mode=bf16", name="bf16")
+                      "precision.mode=bf16", "precision.impl=emulated", name="bf16")
     finally:
         handle.remove()
     assert seen["bf16"] and all(seen["bf16"])

@@ -9,11 +9,11 @@ that the sections needing it are empty.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from spikebench.report.arms import classify_arm, table_arms
 from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
-from spikebench.report.data import Study, trial_job
+from spikebench.report.data import Study, TrialRecord, trial_job
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
 
@@ -28,6 +28,26 @@ RULE_TEXT = {
     "loss_ratio": "loss / min(previous losses) > 1.1 (Li et al. 2022)",
     "persistent": "> 2x the mean of the previous 100 values for more than 4 steps",
 }
+
+
+class Pruning(NamedTuple):
+    """What the pruner saved: a pruned trial trained its first seed up to the step it was
+    stopped at and never started the others."""
+
+    pruned: int  # trials
+    spent: int  # training steps the pruned trials ran
+    saved: int  # steps of their budget they did not run
+    budget: int  # steps every finished or pruned trial would have run unpruned
+
+
+def pruning(trials: list[TrialRecord], steps: int | None, n_seeds: int) -> Pruning:
+    if not steps:
+        return Pruning(0, 0, 0, 0)
+    ran = [t for t in trials if t.state in ("COMPLETE", "PRUNED")]
+    pruned = [t for t in ran if t.state == "PRUNED"]
+    spent = sum(min(int(t.attrs.get("pruned_at_step", steps)), steps) for t in pruned)
+    return Pruning(len(pruned), spent, len(pruned) * steps * n_seeds - spent,
+                   len(ran) * steps * n_seeds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +77,7 @@ class HeaderInfo(Info):
     arms: dict[str, str]  # arm -> the strategy it tests
     grid: dict[str, list] = field(default_factory=dict)  # [comparison] grid
     spike_definition: str
+    pruning: Pruning = Pruning(0, 0, 0, 0)
 
 
 def _distinct(values) -> list[str]:
@@ -138,6 +159,7 @@ def info(study: Study) -> HeaderInfo:
         arms={a: classify_arm(study, a)["label"] for a in table_arms(study)},
         grid=dict(study.spec.grid) if study.spec else {},
         spike_definition=_spike_definition(study),
+        pruning=pruning(study.trials, spec.steps if spec else None, len(study.seeds)),
     )
 
 
@@ -173,6 +195,12 @@ def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
         [Span("Search: ", True), Span(f"sampler {h.sampler}, pruner {h.pruner}; "
                                       f"sweep file {h.sweep_file}")],
     ]
+    p = h.pruning
+    if h.pruner not in (None, "none") and p.budget:
+        items.append([Span("Pruning: ", True), Span(
+            f"{p.pruned} trial(s) stopped early, saving {p.saved:,} of {p.budget:,} training "
+            f"steps ({p.saved / p.budget:.0%}); they ran {p.spent:,} steps of their first "
+            "seed")])
     if h.notes:
         items.append([Span("Notes: ", True), Span(h.notes)])
     return out + [Bullets(items)]

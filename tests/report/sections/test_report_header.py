@@ -20,3 +20,19 @@ def test_header(study, nocomp):
     assert header.info(nocomp).environment["torch"] == []
 
 
+
+
+def test_pruning_counts_the_steps_pruned_trials_did_not_run():
+    from spikebench.report.data import TrialRecord
+
+    def trial(n, state, **attrs):
+        return TrialRecord(number=n, state=state, arm="search", params={}, values=None,
+                           attrs=attrs, folder=None, duration_s=None)
+
+    trials = [trial(0, "COMPLETE"), trial(1, "PRUNED", pruned_at_step=40),
+              trial(2, "PRUNED", pruned_at_step=100), trial(3, "FAIL")]
+    # 3 trials ran or were pruned, x 3 seeds x 100 steps; the pruned ones ran 40 and 100
+    # steps of their first seed and skipped the rest.
+    assert header.pruning(trials, steps=100, n_seeds=3) == header.Pruning(
+        pruned=2, spent=140, saved=600 - 140, budget=900)
+    assert header.pruning(trials, steps=None, n_seeds=3) == header.Pruning(0, 0, 0, 0)
