@@ -26,9 +26,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a log is read: the train loop needs none
+    import pandas as pd
 
 from spikebench import metrics as M
 from spikebench.errors import UserError
@@ -121,6 +122,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     cols: dict[str, None] = {}
     for r in rows:
         cols.update(dict.fromkeys(r))
+    import pandas as pd
+
     return pd.DataFrame({c: [r.get(c) for r in rows] for c in cols}, dtype=object)
 
 
@@ -147,6 +150,8 @@ def _read_csv(path: Path, sep: str) -> pd.DataFrame:
             raise UserError(f"{path}: line {reader.line_num}: cannot read ({e})") from None
     if header is None:
         raise UserError(f"{path}: empty file")
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=_unique(header), dtype=object)
 
 
@@ -248,6 +253,8 @@ def read_log(
         if not 0 <= s <= MAX_STEP:
             raise UserError(f"{p}: column {step_col!r}, row {i + 1}: step "
                             f"{df[step_col].iloc[i]!r} is out of range (allowed: 0 to 2**53 - 1)")
+    import pandas as pd
+
     out = pd.DataFrame(
         {"step": [step[i] for i in keep], "loss": [loss[i] for i in keep]}, dtype=float
     )

@@ -29,6 +29,7 @@ from optuna.trial import TrialState
 
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_text
+from spikebench.sweep import spares
 from spikebench.sweep.slots import Slot, make_slots
 from spikebench.sweep.spec import SweepSpec
 from spikebench.sweep.studies import (
@@ -217,6 +218,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             log("interrupted: finished trials are kept; run the same command to resume")
             raise
         finally:
+            spares.close()
             if heart:
                 heart.stop()
             if follower is not None:

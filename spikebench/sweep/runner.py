@@ -64,7 +64,7 @@ def carry_over(src: Path | None, dst: Path) -> str:
     return ""
 
 
-def run(trial_dir: Path, parent: int) -> int:
+def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
     job = json.loads((trial_dir / "trial.json").read_text())
     from spikebench.train.dist import from_env, teardown
     from spikebench.train.loop import train  # torch imports after the watch is set
@@ -85,7 +85,7 @@ def run(trial_dir: Path, parent: int) -> int:
         results.append({"seed": seed, "summary": summary, "carried_over": how})
     teardown()
     if main_rank:
-        atomic_write_json(trial_dir / "result.json", {"seeds": results})
+        atomic_write_json(trial_dir / "result.json", {"seeds": results, "warm": warm})
     return 0
 
 
@@ -97,6 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     if os.getppid() != parent:  # the driver died before prctl took effect
         return 3
+    if argv[0] == "--wait":  # a warm spare (spikebench.sweep.spares): import, then wait
+        import spikebench.train.loop  # noqa: F401 - torch and the loop, before the trial
+
+        line = sys.stdin.readline().strip()
+        if not line:
+            return 0  # the sweep ended without a trial for it
+        trial_dir = Path(line)
+        err = os.open(trial_dir / "stderr.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(err, 2)
+        os.close(err)  # fd 2 (and so sys.stderr) now writes to the trial's stderr.log
+        return run(trial_dir, parent, warm=True)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank's exception, for the agent's one line
         from torch.distributed.elastic.multiprocessing.errors import record
 

@@ -8,7 +8,6 @@ in state FAIL with the error, never an exception out of the sweep.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,8 +22,10 @@ from optuna.trial import TrialState
 from spikebench import metrics as M
 from spikebench.runio import atomic_write_json
 from spikebench.scoring.trial import score_trial
+from spikebench.sweep import spares
 from spikebench.sweep.runner import carry_over
 from spikebench.sweep.slots import Slot
+from spikebench.sweep.spares import slot_env
 from spikebench.sweep.spec import SweepSpec, resolve_config
 from spikebench.sweep.studies import suggest
 from spikebench.train.launch import command
@@ -70,16 +71,18 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         "resume_from": str(old) if old is not None and old.is_dir() else None,
         "carried_over": carried})
     # Each rank of a data-parallel trial gets its share of the slot's threads.
-    env = {**os.environ, **slot.env,
-           "OMP_NUM_THREADS": str(max(1, slot.threads // cfg.train.nproc)),
-           "SPIKEBENCH_PARENT_PID": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+    env = slot_env(slot, max(1, slot.threads // cfg.train.nproc))
     cmd = [sys.executable, "-m", "spikebench.sweep.runner", str(trial_dir)]
     if cfg.train.nproc > 1:
         cmd = command(cfg.train.nproc, "spikebench.sweep.runner", str(trial_dir))
     attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
                              "overrides": dict(params)}
     with open(trial_dir / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        # A warm process of this slot when there is one (it writes stderr.log itself).
+        proc = spares.take(slot, trials_dir, trial_dir) if cfg.train.nproc == 1 else None
+        if proc is None:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    env=env)
         with _children_lock:
             _children.add(proc)
         pruned = False
@@ -132,6 +135,7 @@ def record(trial: optuna.Trial, out: Outcome) -> None:
 
 
 def kill_children() -> None:
+    spares.close()
     with _children_lock:
         for p in list(_children):
             p.kill()

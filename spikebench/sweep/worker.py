@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import TrialState
 
 from spikebench.errors import UserError
+from spikebench.sweep import spares
 from spikebench.sweep.slots import worker_slot
 from spikebench.sweep.studies import (
     count_done,
@@ -147,6 +148,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
                 gate.release()
             ran += 1
     finally:
+        spares.close()
         gate.close()
         if follower is not None:
             follower.stop()
