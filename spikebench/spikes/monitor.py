@@ -14,6 +14,7 @@ from spikebench import metrics as M
 from spikebench.spikes.events import Event, EventTracker, local_baseline
 from spikebench.spikes.rolling import Ring
 from spikebench.spikes.rules import RULES, make_rule, metric_kind
+from spikebench.values import dec_float, enc_float
 
 
 class _Series:
@@ -26,6 +27,8 @@ class _Series:
         self.tracker = EventTracker(key, gap)
         self.last_step: int | None = None
         self.n = 0
+        # Rows whose verdict a delayed rule has not given yet: [step, value, injected].
+        self.held: list[list] = []
 
     def baseline(self, fallback: float) -> tuple[float, float | None, float, float]:
         return local_baseline(
@@ -86,16 +89,23 @@ class SpikeMonitor:
             v = float(raw)
             s.last_step = step
             s.n += 1
-            if math.isfinite(v):
-                spike, _ = s.rule.update(v)
-            else:
-                spike = True
-            s.tracker.observe(step, v, spike, lambda s=s, v=v: s.baseline(v), injected)
-            if math.isfinite(v):
-                s.recent.push(v)
-            if spike:
+            if s.rule.delay:  # the verdict is for a row held `delay` rows back
+                s.held.append([step, v, injected])
+                verdict = s.rule.update(v)
+                if verdict is not None and self._observe(s, *s.held.pop(0), verdict[0]):
+                    flagged.append(key)
+                continue
+            spike = s.rule.update(v)[0] if math.isfinite(v) else True
+            if self._observe(s, step, v, injected, spike):
                 flagged.append(key)
         return flagged
+
+    @staticmethod
+    def _observe(s: _Series, step: int, v: float, injected: bool, spike: bool) -> bool:
+        s.tracker.observe(step, v, spike, lambda s=s, v=v: s.baseline(v), injected)
+        if math.isfinite(v):
+            s.recent.push(v)
+        return spike
 
     @property
     def events(self) -> list[Event]:
@@ -113,7 +123,13 @@ class SpikeMonitor:
         return self._series[metric].n
 
     def finish(self) -> None:
+        """End of data: the verdicts a delayed rule still holds, then every event is final."""
         for s in self._series.values():
+            if s.rule.delay:
+                for (step, v, injected), (spike, _) in zip(s.held, s.rule.flush(),
+                                                           strict=True):
+                    self._observe(s, step, v, injected, spike)
+                s.held = []
             s.tracker.finish()
 
     def state_dict(self) -> dict[str, Any]:
@@ -130,6 +146,7 @@ class SpikeMonitor:
                     "tracker": s.tracker.state_dict(),
                     "last_step": s.last_step,
                     "n": s.n,
+                    "held": [[st, enc_float(v), inj] for st, v, inj in s.held],
                 }
                 for k, s in self._series.items()
             },
@@ -144,3 +161,4 @@ class SpikeMonitor:
             s.tracker.load_state_dict(sd["tracker"])
             s.last_step = sd["last_step"]
             s.n = sd["n"]
+            s.held = [[st, dec_float(v), inj] for st, v, inj in sd.get("held", [])]

@@ -68,11 +68,12 @@ class SyntheticLog:
         ]
 
     def spike_mask(self, metric: str) -> np.ndarray:
-        """True on steps inside a labelled spike of ``metric`` (onset..end)."""
+        """True on rows whose step is inside a labelled spike of ``metric`` (onset..end;
+        rows and steps differ in a log that keeps every n-th step)."""
         m = np.zeros(len(self.steps), dtype=bool)
         for sp in self.spikes:
             if sp.metric == metric:
-                m[sp.onset : sp.end + 1] = True
+                m |= (self.steps >= sp.onset) & (self.steps <= sp.end)
         return m
 
 

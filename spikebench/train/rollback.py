@@ -40,7 +40,10 @@ class Snapshot:
 class Rollback:
     def __init__(self, cfg: ResponseConfig, gap: int, run_dir: Path):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.trigger = SpikeMonitor(cfg.detector, (M.TRAIN_LOSS,), gap=gap)
+        # One scale only: a rollback must act at the read-back that sees the spike, not
+        # after the rows the default rule's multi-step evidence waits for.
+        self.trigger = SpikeMonitor(cfg.detector, (M.TRAIN_LOSS,), gap=gap, rule_kwargs={
+            "multi": False} if cfg.detector == "default" else None)
         self.ring: list[Snapshot] = []
         self.offset = 0  # batches skipped so far
         self.cool_until = 0  # last position at lr_factor
