@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -38,7 +39,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
         print(cfg.to_json())
         return 0
-    import os
 
     if cfg.train.nproc > 1 and "WORLD_SIZE" not in os.environ:  # start the ranks
         import subprocess
@@ -46,9 +46,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         from spikebench.train.launch import command
 
         threads = cfg.train.threads or os.cpu_count() or 1  # shared by the ranks
-        env = {"OMP_NUM_THREADS": str(max(1, threads // cfg.train.nproc)), **os.environ,
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // cfg.train.nproc)),
                "SPIKEBENCH_PARENT_PID": str(os.getpid())}
         return subprocess.call(command(cfg.train.nproc, "spikebench", *args.argv), env=env)
+    if "TORCHELASTIC_RUN_ID" in os.environ and "SPIKEBENCH_PARENT_PID" in os.environ:
+        from spikebench.runio import die_with_parent  # a rank spikebench's launcher started
+
+        die_with_parent()
+        if os.getppid() != int(os.environ["SPIKEBENCH_PARENT_PID"]):
+            return 3  # the launcher died before prctl took effect
     from spikebench.train.dist import from_env, teardown
     from spikebench.train.sinks import ProgressBar
 
@@ -316,8 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)  # to start ranks with
     except SystemExit as e:  # usage errors and --help: a code, not an exception, for callers
         return int(e.code or 0)
+    func = args.func
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank: its exception, for torchrun's one line
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        func = record(func)
     try:
-        return args.func(args)
+        return func(args)
     except UserError as e:
         print(f"spikebench {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -377,8 +377,14 @@ class DefaultRule(Rule):
         return None
 
     def flush(self) -> list[tuple[bool, float]]:
-        out = [tuple(h) for h in self.held]
-        self.held = []
+        """The verdicts still held, the noise veto applied with the differences there are."""
+        out = []
+        for i, (spike, score) in enumerate(self.held):
+            back = len(self.held) - 1 - i  # rows behind the last value
+            if spike and score < self.k_big and self._noisy_at(back):
+                spike = False
+            out.append((spike, score))
+        self.held, self.run = [], []
         return out
 
     def _step(self, value: float) -> tuple[bool, float]:

@@ -206,6 +206,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         old = signal.signal(signal.SIGTERM, _sigterm)
         ran: list[Path] = []  # the trial folders this run started
         started = time.monotonic()
+        spares.open_()
         try:
             remaining = max(0, total - done) if slots else 0
             runner = Parallel(n_jobs=max(1, len(slots)), backend="threading",

@@ -91,9 +91,9 @@ def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # A rank of a data-parallel trial watches torchrun's agent, which watches the driver.
-    parent = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else int(
-        os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
+    # A rank of a data-parallel trial watches torchrun's agent (spikebench.train.launch
+    # sets this to its own pid), which watches the driver.
+    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
     die_with_parent()
     if os.getppid() != parent:  # the driver died before prctl took effect
         return 3

@@ -19,6 +19,7 @@ from spikebench.sweep.slots import Slot
 
 _spares: dict[tuple[str, str], subprocess.Popen] = {}
 _lock = threading.Lock()
+_closed = [False]  # set by close() (an interrupt): no spare is handed out or started
 
 
 def slot_env(slot: Slot, threads: int) -> dict[str, str]:
@@ -39,6 +40,8 @@ def take(slot: Slot, trials_dir: Path, trial_dir: Path) -> subprocess.Popen | No
     died); a new one starts for the slot's next trial."""
     key = (slot.name, str(trials_dir))
     with _lock:
+        if _closed[0]:
+            return None
         proc = _spares.pop(key, None)
         _spares[key] = _start(slot, trials_dir)
     if proc is None or proc.poll() is not None:
@@ -52,9 +55,16 @@ def take(slot: Slot, trials_dir: Path, trial_dir: Path) -> subprocess.Popen | No
     return proc
 
 
+def open_() -> None:
+    """A sweep or worker starts: spares may be started again after an earlier close()."""
+    with _lock:
+        _closed[0] = False
+
+
 def close() -> None:
     """Stop every waiting process (the sweep is over, or interrupted)."""
     with _lock:
+        _closed[0] = True
         procs = list(_spares.values())
         _spares.clear()
     for p in procs:

@@ -28,16 +28,17 @@ class Utilisation(NamedTuple):
 
 
 def training_seconds(trial_dir: Path) -> float:
-    """The training seconds of the seeds this trial ran itself (not those it took over
-    from a trial it retries): each finished seed's summary, else the last logged clock of
-    a seed that was pruned or failed."""
+    """The training seconds of the seeds this trial trained: each finished seed's summary,
+    else the last logged clock of a seed that was pruned or failed. Seeds it took over
+    finished from a trial it retries count nothing; one it resumed counts its whole clock,
+    the interrupted trial's part included (a small overcount, on retries only)."""
     try:
         carried = json.loads((trial_dir / "trial.json").read_text()).get("carried_over", {})
     except (OSError, ValueError):
         return 0.0
     total = 0.0
     for seed_dir in trial_dir.glob("seed-*"):
-        if seed_dir.name.removeprefix("seed-") in carried:
+        if carried.get(seed_dir.name.removeprefix("seed-")) == "done":
             continue
         summary = seed_dir / "summary.json"
         if summary.is_file():

@@ -125,6 +125,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
         from spikebench.live.follow import Follower
 
         follower = Follower(metrics, trials_dir).start()
+    spares.open_()
     try:
         while True:
             # Checking the target and creating the next trial are one step across workers,

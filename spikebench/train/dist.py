@@ -58,6 +58,20 @@ class Dist:
         tdist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def check_in_sync(self, params: list[torch.Tensor]) -> None:
+        """Every rank must hold the same weights (a decision one rank made alone would part
+        them): compare a checksum of them across the ranks, once, at the end of a run."""
+        if self.world == 1:
+            return
+        flat = torch.cat([p.detach().reshape(-1).double() for p in params])
+        mine = torch.stack([flat.sum(), (flat * flat).sum(), flat.abs().max()])
+        every = [torch.empty_like(mine) for _ in range(self.world)]
+        tdist.all_gather(every, mine)
+        differ = [r for r, other in enumerate(every) if not torch.equal(other, every[0])]
+        if differ:
+            raise RuntimeError(f"data-parallel ranks {differ} hold other weights than rank 0 "
+                               "at the end of the run: the ranks fell out of step")
+
     def device(self, device: torch.device) -> torch.device:
         """On CUDA, each rank its own GPU of those visible: cuda:LOCAL_RANK."""
         if self.world == 1 or device.type != "cuda":

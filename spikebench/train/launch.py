@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0",
                        "-m", module, *rest])
+    # The ranks die with this agent (torchrun starts each in a session of its own, so
+    # nothing else would stop them if it were killed): they check for it by this pid.
+    os.environ["SPIKEBENCH_PARENT_PID"] = str(os.getpid())
     try:
         run(args)
     except ChildFailedError as e:

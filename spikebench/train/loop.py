@@ -9,6 +9,7 @@ skips the update on the device; the trial ends ``diverged`` at the next read-bac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -153,14 +154,14 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     preflight(cfg)
     dist, device = setup(resolve_device(t.device), t.dist_timeout_s)
     _check_world(cfg, dist)
-    if t.threads:  # a trial's threads are shared by its ranks
-        torch.set_num_threads(max(1, t.threads // dist.local_world))
+    if t.threads or dist.world > 1:  # a trial's threads (or the cores) shared by its ranks
+        torch.set_num_threads(max(1, (t.threads or os.cpu_count() or 1) // dist.local_world))
     corpus = load_corpus(cfg)
     stream = BatchStream(corpus, cfg, device)
     torch.manual_seed(derive_seed(t.seed, "init"))
     model = build_model(cfg.model).to(device)
-    torch.manual_seed(derive_seed(t.seed, "dropout"))
-    precision = make_precision(cfg.precision, device)
+    # Each rank its own dropout stream (rank 0's is the single-process one).
+    torch.manual_seed(derive_seed(t.seed, "dropout", *([dist.rank] if dist.rank else [])))
     opt = make_optimizer(model, cfg)
     params = [p for p in model.parameters() if p.requires_grad]
     step_model = dist.wrap(model, device)  # the model itself when single-process
@@ -175,6 +176,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     log_path = run_dir / "metrics.jsonl"
     saved = _resumable(cfg, run_dir, log_path) if resume and dist.main else None
     saved = dist.broadcast(saved) if resume else None  # the checkpoint rank 0 chose
+    precision = _precision(cfg, device, dist, saved)
     meta = {
         "environment": environment(device),
         "nproc": dist.world,
@@ -192,7 +194,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         else:  # the first run's meta stands; each resume adds where and from which step
             first = json.loads((run_dir / "meta.json").read_text())
             meta = {**first, "resumes": [*first.get("resumes", []), {
-                "step": saved["step"], "environment": meta["environment"]}]}
+                "step": saved["step"], "environment": meta["environment"],
+                "precision_impl": precision.impl}]}
         atomic_write_json(run_dir / "meta.json", meta)
         log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
         sinks = [log, *sinks]
@@ -326,6 +329,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             if checkpointing and dist.main:
                 save_checkpoint(step)
 
+    dist.check_in_sync(params)
     if not dist.main:
         return {"status": status, "steps": diverged_step or step, "rank": dist.rank}
     seconds = buffer.elapsed()
@@ -367,6 +371,23 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         gap=cfg.spikes.gap)
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def _precision(cfg: Config, device: torch.device, dist: Dist, saved: dict | None) -> Precision:
+    """The run's precision. ``impl = "auto"`` is resolved once: by rank 0, for every rank
+    (ranks measuring at once on shared cores could choose apart), and on resume as the
+    checkpoint resolved it (another machine or thread count could choose otherwise)."""
+    p = cfg.precision
+    if p.impl != "auto" or p.mode == "fp32":
+        return make_precision(p, device)
+    if saved is not None and saved.get("precision_impl") in ("real", "emulated"):
+        return make_precision(dataclasses.replace(p, impl=saved["precision_impl"]), device)
+    chosen = make_precision(p, device) if dist.main else None
+    impl, why = dist.broadcast((chosen.impl, chosen.why) if chosen else None)
+    if chosen is None:
+        chosen = make_precision(dataclasses.replace(p, impl=impl), device)
+        chosen.why = why
+    return chosen
 
 
 def _check_world(cfg: Config, dist: Dist) -> None:

@@ -91,6 +91,7 @@ def capture(cfg: Config, model: torch.nn.Module, opt: torch.optim.Optimizer,
         "val_history": [[s, v] for s, v in progress.val_history],
         "monitor": monitor.state_dict(),
         "log_bytes": log_bytes,
+        "precision_impl": precision.impl,  # what "auto" resolved to: a resume keeps it
     }
 
 

@@ -4,8 +4,11 @@ writes the files, and what it decides (a rollback) every rank does."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,6 +126,37 @@ def test_a_rollback_rank_zero_decides_is_made_by_every_rank(tmp_path):
     assert [r.get(M.POSITION) for r in one] == [r.get(M.POSITION) for r in two]
 
 
+def test_skip_step_decides_the_same_on_every_rank(tmp_path):
+    # Skip-step needs no broadcast: it judges the all-reduced loss and the grad norm of the
+    # all-reduced gradients, the same values on every rank. A rank that skipped alone
+    # would hold other weights, and the run's end-of-run check would fail it.
+    over = (*BURST[:5], "response.kind=skip_step", "response.skip_window=32")
+    one = _single(tmp_path, "one", *over)
+    out = _ranks(tmp_path, "two", *over)
+    assert out.returncode == 0, out.stderr[-3000:]
+    two = _rows(tmp_path / "two")
+    skipped = [[r[M.STEP] for r in rows if r.get(M.SKIPPED_UPDATE)] for rows in (one, two)]
+    assert skipped[0] and skipped[0] == skipped[1]
+    _close(one, two, M.TRAIN_LOSS)
+    # Planted: rank 1 never skips. The end-of-run check sees its other weights.
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "sitecustomize.py").write_text(RANK_1_NEVER_SKIPS)
+    path = os.pathsep.join([str(tmp_path / "planted"), os.environ.get("PYTHONPATH", "")])
+    alone = _ranks(tmp_path, "alone", *over, env={"PYTHONPATH": path})
+    assert alone.returncode == 1
+    assert "hold other weights than rank 0" in alone.stderr.splitlines()[-1]
+
+
+RANK_1_NEVER_SKIPS = """
+import os
+if os.environ.get("RANK") == "1":
+    import torch
+    import spikebench.train.skip_step as ss
+    _check = ss.SkipStep.check
+    ss.SkipStep.check = lambda self, loss, norm: torch.zeros_like(_check(self, loss, norm))
+"""
+
+
 # Rank 0 kills itself at step 15 (between the checkpoints at 10 and 20).
 KILL_AT_15 = """
 import os, signal
@@ -156,3 +190,35 @@ def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_losses(tmp_path
         r.get(M.TRAIN_LOSS) for r in _rows(two_ranks)]
     meta = json.loads((tmp_path / "killed" / "meta.json").read_text())
     assert [r["step"] for r in meta["resumes"]] == [10]
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmd:
+                pids.append(int(p.name))
+    return pids
+
+
+def test_ranks_die_with_a_killed_spikebench_train(tmp_path):
+    marker = f"ranks-of-{os.getpid()}"
+    args = [a for o in [*TINY, f"run.out_dir={tmp_path}", f"run.name={marker}",
+                        "train.nproc=2", "train.steps=100000"] for a in ("--set", o)]
+    cli = subprocess.Popen([sys.executable, "-m", "spikebench", "train", *args],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / marker / "metrics.jsonl.partial").exists():  # the ranks train
+        assert time.monotonic() < deadline and cli.poll() is None
+        time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 4  # the command, the agent, two ranks
+    cli.send_signal(signal.SIGKILL)
+    cli.wait()
+    deadline = time.monotonic() + 30
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []
