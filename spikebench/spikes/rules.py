@@ -259,8 +259,9 @@ class DefaultRule(Rule):
        last ``level_window`` residuals sum to under ``decay`` (0.7) of its first (a sharp
        rise recovering slowly). A run that stays up is a level shift, and is not flagged.
     4. *Noise veto* (with ``multi``): a flag under ``k_big`` (8) sigma is dropped when the
-       ``noise_window`` (16) differences around it have a MAD-sigma over ``k_noise`` (1.6)
-       times the long-run sigma: in a burst of extra noise, moderate peaks are not spikes.
+       ``noise_window`` (16) differences around it, or the 16 after it, have a MAD-sigma
+       over ``k_noise`` (1.6) times the long-run sigma: in a burst of extra noise, moderate
+       peaks are not spikes.
        The early jump rule is never vetoed.
 
     Deciding needs the rows after a value, so with ``multi`` every verdict comes
@@ -418,12 +419,15 @@ class DefaultRule(Rule):
         return self._noisy_at(self.noise_window // 2)
 
     def _noisy_at(self, back: int) -> bool:
-        """The ``noise_window`` steps around the value ``back`` rows back are much noisier
-        than the long-run sigma: a burst of noise, in which moderate peaks are not spikes.
-        Robust: a spike adds only a couple of large differences."""
-        half = self.noise_window // 2
-        around = self.diffs.last(back + half)[: self.noise_window]
-        return len(around) >= self.noise_window and mad_sigma(around) > self.k_noise * self.sig
+        """The ``noise_window`` steps around the value ``back`` rows back, or those after
+        it, are much noisier than the long-run sigma: a burst of noise, in which moderate
+        peaks are not spikes. Robust: a spike adds only a couple of large differences."""
+        half, w = self.noise_window // 2, self.noise_window
+        recent = self.diffs.last(back + w)
+        # Centred on the value, and starting at it: a burst that begins at the peak shows
+        # in the second window only.
+        windows = (recent[w - half: 2 * w - half], recent[w: 2 * w])
+        return any(len(x) >= w and mad_sigma(x) > self.k_noise * self.sig for x in windows)
 
     def _evidence(self, y: float, level: float, sig: float, score: float) -> None:
         """Open, extend, close or confirm the run of values above its frozen level (O(1):
