@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +41,12 @@ def half_format(mode: str) -> str:
 
 
 def cache_path() -> Path:
-    root = os.environ.get("SPIKEBENCH_CACHE") or Path.home() / ".cache" / "spikebench"
+    root = os.environ.get("SPIKEBENCH_CACHE")
+    if not root:
+        try:
+            root = Path.home() / ".cache" / "spikebench"
+        except RuntimeError:  # no home directory: the temp folder will do
+            root = Path(tempfile.gettempdir()) / "spikebench-cache"
     return Path(root) / "precision.json"
 
 
