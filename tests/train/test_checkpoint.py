@@ -110,8 +110,26 @@ def test_checkpoints_load_weights_only_and_hold_every_stream(reference):
     assert state["step"] == 400 and state["scaler"]["scale"] > 0
     assert isinstance(state["rng"]["cpu"], torch.Tensor)
     assert state["monitor"]["series"][M.TRAIN_LOSS]["n"] == 400
+    assert state["precision_impl"] in ("real", "emulated")  # what "auto" resolved to
     assert state["log_bytes"] == (reference / "metrics.jsonl").stat().st_size
     assert (path.with_suffix(".sha256")).read_text().strip()
+
+
+def test_a_resume_keeps_what_auto_resolved_to(monkeypatch):
+    # Another machine or thread count could measure otherwise; the run must not switch
+    # from emulated to real half precision (or back) halfway.
+    from spikebench import precision_auto
+    from spikebench.config import load
+    from spikebench.train.dist import SINGLE
+    from spikebench.train.loop import _precision
+
+    monkeypatch.setattr(precision_auto, "choose", lambda mode, flags=None: ("real", "why"))
+    cfg = load(None, ["precision.mode=bf16"])
+    cpu = torch.device("cpu")
+    assert _precision(cfg, cpu, SINGLE, None).impl == "real"
+    kept = _precision(cfg, cpu, SINGLE, {"precision_impl": "emulated"})
+    assert kept.impl == "emulated" and kept.label == "bf16 (emulated)"
+    assert _precision(cfg, cpu, SINGLE, {}).impl == "real"  # a checkpoint from before
 
 
 def test_resume_without_a_checkpoint_starts_again(tmp_path, reference, capsys):
