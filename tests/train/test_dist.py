@@ -130,7 +130,8 @@ def test_skip_step_decides_the_same_on_every_rank(tmp_path):
     # Skip-step needs no broadcast: it judges the all-reduced loss and the grad norm of the
     # all-reduced gradients, the same values on every rank. A rank that skipped alone
     # would hold other weights, and the run's end-of-run check would fail it.
-    over = (*BURST[:5], "response.kind=skip_step", "response.skip_window=32")
+    over = ("train.steps=80", "train.eval_every=40", *BURST[2:5], "response.kind=skip_step",
+            "response.skip_window=32")  # the burst at steps 41-50
     one = _single(tmp_path, "one", *over)
     out = _ranks(tmp_path, "two", *over)
     assert out.returncode == 0, out.stderr[-3000:]
