@@ -175,13 +175,17 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     trial = study.ask()
                     trial.set_user_attr("driver", owner)
                     progress.running += 1
+                    asked[0] += 1
+                    # Warm a process for this slot's next trial only while every slot
+                    # still has one to come: a spare at the sweep's end would go unused.
+                    warm_next = remaining - asked[0] >= len(slots)
                     if metrics is not None:
                         metrics.sweep_progress(progress.done, progress.running, failed[0])
                 if heart:
                     heart.add(trial._trial_id)
                 ran.append(trials_dir / f"{trial.number:05d}")
                 try:
-                    out = run_trial(trial, spec, slot, trials_dir, lock)
+                    out = run_trial(trial, spec, slot, trials_dir, lock, warm_next)
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
                     out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
                 if heart:
@@ -205,6 +209,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         heart = _Heartbeat(storage) if shared else None
         old = signal.signal(signal.SIGTERM, _sigterm)
         ran: list[Path] = []  # the trial folders this run started
+        asked = [0]
         started = time.monotonic()
         spares.open_()
         try:

@@ -35,15 +35,18 @@ def _start(slot: Slot, trials_dir: Path) -> subprocess.Popen:
         env=slot_env(slot, slot.threads))
 
 
-def take(slot: Slot, trials_dir: Path, trial_dir: Path) -> subprocess.Popen | None:
+def take(slot: Slot, trials_dir: Path, trial_dir: Path,
+         start_next: bool = True) -> subprocess.Popen | None:
     """The slot's waiting process, now running ``trial_dir`` (None if it has none or it
-    died); a new one starts for the slot's next trial."""
+    died). With ``start_next``, a new one starts for the slot's next trial (the caller
+    knows whether there will be one: a spare never used costs a torch import of CPU)."""
     key = (slot.name, str(trials_dir))
     with _lock:
         if _closed[0]:
             return None
         proc = _spares.pop(key, None)
-        _spares[key] = _start(slot, trials_dir)
+        if start_next:
+            _spares[key] = _start(slot, trials_dir)
     if proc is None or proc.poll() is not None:
         return None
     try:

@@ -45,9 +45,10 @@ _children_lock = threading.Lock()
 
 
 def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path,
-              lock: threading.Lock | nullcontext) -> Outcome:
+              lock: threading.Lock | nullcontext, warm_next: bool = True) -> Outcome:
     """Run one trial (all its seeds) in a fresh process and score it. Never raises for a
-    failing trial: a crash is an ``Outcome`` in state FAIL with the error in its attrs."""
+    failing trial: a crash is an ``Outcome`` in state FAIL with the error in its attrs.
+    ``warm_next``: start the slot's next process now (more trials will follow here)."""
     with lock:
         params = suggest(trial, spec.space)
         arm = trial.user_attrs.get("arm", "search")
@@ -79,7 +80,8 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
                              "overrides": dict(params)}
     with open(trial_dir / "stderr.log", "w") as err:
         # A warm process of this slot when there is one (it writes stderr.log itself).
-        proc = spares.take(slot, trials_dir, trial_dir) if cfg.train.nproc == 1 else None
+        proc = (spares.take(slot, trials_dir, trial_dir, start_next=warm_next)
+                if cfg.train.nproc == 1 else None)
         if proc is None:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
                                     env=env)

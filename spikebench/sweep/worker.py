@@ -97,7 +97,10 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     def objective(trial: optuna.Trial):
         gate.release()  # the trial exists (RUNNING): other workers may check the target now
         try:
-            out = run_trial(trial, spec, slot, trials_dir, nullcontext())
+            # Warm the next process only while every busy worker (those running, and this
+            # one) still has a trial to come after this one: a spare at the end goes unused.
+            out = run_trial(trial, spec, slot, trials_dir, nullcontext(),
+                            warm_next=left[0] - 1 >= left[1] + 1)
         except Exception as e:  # noqa: BLE001 - record it and keep the worker alive
             out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
         record(trial, out)
@@ -119,6 +122,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
         return count_done(study, trials), len(running), on_workers
 
     ran = 0
+    left = [0, 0]  # trials to start, and trials running, as of this worker's last look
     gate = _TargetGate(storage, study_name)
     follower = None
     if metrics is not None:  # this worker's trials, read from the logs they write
@@ -132,6 +136,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             # else two workers that both see one trial left both start one.
             gate.acquire()
             done, running, on_workers = counts(study)
+            left[:] = [target - done - running, running]
             if metrics is not None:
                 metrics.sweep_progress(done, running, sum(
                     t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False)))
