@@ -52,9 +52,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if "TORCHELASTIC_RUN_ID" in os.environ and "SPIKEBENCH_PARENT_PID" in os.environ:
         from spikebench.runio import die_with_parent  # a rank spikebench's launcher started
 
-        die_with_parent()
-        if os.getppid() != int(os.environ["SPIKEBENCH_PARENT_PID"]):
-            return 3  # the launcher died before prctl took effect
+        if not die_with_parent():
+            return 3
     from spikebench.train.dist import from_env, teardown
     from spikebench.train.sinks import ProgressBar
 

@@ -139,11 +139,19 @@ def new_run_dir(cfg: Config) -> Path:
     return path
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (even by kill -9); a no-op
-    elsewhere."""
+def parent_pid() -> int:
+    """The process this one must not outlive: ``SPIKEBENCH_PARENT_PID`` where the starter
+    set it (a sweep's driver, spikebench's launcher), else the parent."""
+    return int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
+
+
+def die_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies (even by kill -9; a no-op
+    elsewhere). False when :func:`parent_pid` is gone already, before that took effect."""
+    parent = parent_pid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    return os.getppid() == parent

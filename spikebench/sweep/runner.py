@@ -22,7 +22,7 @@ from pathlib import Path
 
 from spikebench import config as cfgmod
 from spikebench import metrics as M
-from spikebench.runio import atomic_write_json, die_with_parent
+from spikebench.runio import atomic_write_json, die_with_parent, parent_pid
 from spikebench.train.sinks import Sink
 
 
@@ -93,9 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # A rank of a data-parallel trial watches torchrun's agent (spikebench.train.launch
     # sets this to its own pid), which watches the driver.
-    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
-    die_with_parent()
-    if os.getppid() != parent:  # the driver died before prctl took effect
+    parent = parent_pid()
+    if not die_with_parent():
         return 3
     if argv[0] == "--wait":  # a warm spare (spikebench.sweep.spares): import, then wait
         import spikebench.train.loop  # noqa: F401 - torch and the loop, before the trial

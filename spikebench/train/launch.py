@@ -38,9 +38,7 @@ def describe(failure) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parent = int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
-    die_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl took effect
+    if not die_with_parent():
         return 3
     nproc, module, *rest = argv
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
