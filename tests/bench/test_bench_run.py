@@ -15,6 +15,9 @@ from spikebench.bench.compare import judge_perf
 from spikebench.bench.run import compare
 from spikebench.bench.suite import load_suite
 
+# Every test here judges measured overhead ratios against a tolerance.
+pytestmark = pytest.mark.serial
+
 CPU_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "suites" / "cpu.toml"
 SUITE = """
 [study]
