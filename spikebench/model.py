@@ -10,8 +10,10 @@ explicit attention scores; the hot path never materialises the attention matrix.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn as nn
@@ -47,10 +49,11 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        if self.probing:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, nh, T, T)
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            self.max_logit = scores.masked_fill(~mask, float("-inf")).amax().float()
+        if self.probing:  # beside the attention, outside the graph: training is unchanged
+            with torch.no_grad():
+                scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, nh, T, T)
+                mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                self.max_logit = scores.masked_fill(~mask, float("-inf")).amax().float()
         drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
@@ -119,7 +122,8 @@ class GPT(nn.Module):
         x = self.ln_f(x)
         logits = F.linear(x, self.wte.weight)  # tied embeddings: (B, T, vocab)
         if self.probing:
-            self.log_z = torch.logsumexp(logits.float(), dim=-1).mean()
+            with torch.no_grad():
+                self.log_z = torch.logsumexp(logits.float(), dim=-1).mean()
         if targets is None:
             return logits, None
         flat = logits.float().view(-1, logits.size(-1))
@@ -134,27 +138,39 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-@torch.no_grad()
-def probe(model: nn.Module, idx: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Instability precursors on one batch: max pre-softmax attention logit per layer, log Z.
-
-    Works for any model whose attention modules expose ``probing``/``max_logit`` and whose top
-    module exposes ``probing``/``log_z``; other models yield an empty dict. Values are device
-    tensors so the caller chooses when to sync.
-    """
+@contextlib.contextmanager
+def probing(model: nn.Module) -> Iterator[None]:
+    """Forwards inside record the instability precursors as they go: the max pre-softmax
+    attention logit per layer and log Z, computed without grad beside the forward (so the
+    training step itself can carry the probe, with no extra forward). Works for any model
+    whose attention modules expose ``probing``/``max_logit`` and whose top module exposes
+    ``probing``/``log_z``; read them with :func:`probed`."""
     flagged = [m for m in model.modules() if hasattr(m, "probing")]
-    if not flagged:
-        return {}
-    was_training = model.training
-    model.eval()
     for m in flagged:
         m.probing = True
     try:
-        model(idx)
+        yield
     finally:
         for m in flagged:
             m.probing = False
+
+
+@torch.no_grad()
+def probe(model: nn.Module, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The precursors of one no-grad, eval-mode forward of ``idx`` (see :func:`probing`)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with probing(model):
+            model(idx)
+    finally:
         model.train(was_training)
+    return probed(model)
+
+
+def probed(model: nn.Module) -> dict[str, torch.Tensor]:
+    """What the last probing forward recorded, as device tensors so the caller chooses when
+    to sync; an empty dict for a model without probes."""
     out = {}
     attn = [m for m in model.modules() if getattr(m, "max_logit", None) is not None]
     for i, m in enumerate(attn):

@@ -91,18 +91,16 @@ def model_flops_per_step(cfg, n_params) -> float:
     return per_token * T * cfg.data.batch_size
 
 
-def overhead(cfg: cfgmod.Config, repeats: int, *, warm: bool = True,
-             peak: bool = True) -> dict[str, Any]:
-    """Median seconds per step of the bare loop and of ``train()``, run back to back in each
-    repeat; the overhead ratio is the median of the repeats' ratios, so drift in machine load
-    between repeats cancels; and each loop's MFU against the matmul peak (``peak=False``:
-    no MFU). ``warm=False`` skips the warm-up pair, for a process that has trained."""
+def paired_runs(cfg: cfgmod.Config, repeats: int, *, warm: bool = True
+                ) -> tuple[list[float], list[float]]:
+    """Seconds per step of the bare loop and of ``train()``, run back to back ``repeats``
+    times (pair i ran under the same machine load). ``warm``: a discarded short pair first,
+    since the first train() of a process pays for lazy imports and first-use allocations
+    (ratios 10-20% high here)."""
     device = resolve_device(cfg.train.device)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     corpus = load_corpus(cfg)
-    # A discarded short pair first: the first train() of a process pays for lazy imports
-    # and first-use allocations (ratios 10-20% high here).
     if warm:
         short = cfgmod.from_dict(cfg.to_dict())
         short.train.steps = short.train.eval_every = min(20, cfg.train.steps)
@@ -112,6 +110,17 @@ def overhead(cfg: cfgmod.Config, repeats: int, *, warm: bool = True,
     for _ in range(repeats):
         bare.append(bare_loop(cfg, corpus, device))
         ours.append(spikebench_loop(cfgmod.from_dict(cfg.to_dict())))
+    return bare, ours
+
+
+def overhead(cfg: cfgmod.Config, repeats: int, *, warm: bool = True,
+             peak: bool = True) -> dict[str, Any]:
+    """Median seconds per step of the bare loop and of ``train()``, run back to back in each
+    repeat; the overhead ratio is the median of the repeats' ratios, so drift in machine load
+    between repeats cancels; and each loop's MFU against the matmul peak (``peak=False``:
+    no MFU). ``warm=False`` skips the warm-up pair, for a process that has trained."""
+    device = resolve_device(cfg.train.device)
+    bare, ours = paired_runs(cfg, repeats, warm=warm)
     n_params = sum(p.numel() for p in build_model(cfg.model).parameters())
     b, o = statistics.median(bare), statistics.median(ours)
     tokens = cfg.data.batch_size * cfg.data.seq_len

@@ -18,15 +18,16 @@ from spikebench import metrics as M
 
 class MetricsBuffer:
     def __init__(self, device: torch.device):
+        self.device = device
         self.pending: list[dict[str, Any]] = []
-        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)
+        self.bad: list[torch.Tensor] = []  # one device bool per pending record
         self.t0 = self.last_flush = time.perf_counter()
         self.tokens_at_flush = 0
 
     def add(self, record: dict[str, Any], bad: torch.Tensor) -> None:
         """Queue a step's record; ``bad`` (a device bool) marks a non-finite step."""
-        step = record[M.STEP]
-        self.first_bad.copy_(torch.where(bad & (self.first_bad < 0), step, self.first_bad))
+        # Kept, not combined: a step adds no device op here; flush finds the first.
+        self.bad.append(bad)
         self.pending.append(record)
 
     def pause(self, seconds: float) -> None:
@@ -51,13 +52,15 @@ class MetricsBuffer:
         pending = self.pending
         keys = [(i, k) for i, rec in enumerate(pending) for k, v in rec.items()
                 if isinstance(v, torch.Tensor)]
-        # float64 keeps step numbers exact; first_bad rides along so this is the only sync.
-        values = torch.stack([pending[i][k].double() for i, k in keys]
-                             + [self.first_bad.double()]).tolist()
-        *values, bad = values
+        # float64 keeps step numbers exact; the index of the first non-finite record rides
+        # along (-1: none), so this is the only sync.
+        flags = torch.stack(self.bad) if self.bad else torch.zeros(1, dtype=torch.bool, device=self.device)
+        first = torch.where(flags.any(), flags.int().argmax(), -1)
+        *values, first = torch.stack([pending[i][k].double() for i, k in keys]
+                                     + [first.double()]).tolist()
         for (i, k), v in zip(keys, values, strict=True):
             pending[i][k] = v
-        bad = int(bad)
+        bad = pending[int(first)][M.STEP] if first >= 0 else -1
         now = time.perf_counter()
         rate = (tokens - self.tokens_at_flush) / max(now - self.last_flush, 1e-9)
         for rec in pending:
@@ -65,6 +68,6 @@ class MetricsBuffer:
         records = [r for r in pending if bad < 0 or r[M.STEP] <= bad]
         if records:  # after a divergence: when it was read back (steps do not sync)
             records[-1][M.ELAPSED_S] = now - self.t0
-        self.pending = []
+        self.pending, self.bad = [], []
         self.last_flush, self.tokens_at_flush = now, tokens
         return records, (bad if bad >= 0 else None)

@@ -30,7 +30,7 @@ from spikebench.data.corpus import load_corpus
 from spikebench.data.faults import injections, lr_shock_steps
 from spikebench.data.seeds import derive_seed
 from spikebench.errors import UserError
-from spikebench.model import build_model, probe
+from spikebench.model import build_model, probed, probing
 from spikebench.precision import Precision, loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment, memory, new_run_dir
 from spikebench.scoring.run import summarize
@@ -80,16 +80,22 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
     are averaged once, in the last micro-batch's backward, and the loss over the ranks, so
     every rank judges the same global values."""
     scaler = precision.scaler
-    loss_sum = torch.zeros((), device=x.device)
-    micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
-    for j, (xm, ym) in enumerate(micro):
-        quiet = j < len(micro) - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once
-        with model.no_sync() if quiet else nullcontext():
-            with precision.autocast():
-                _, loss = model(xm, ym)
-            loss = loss / grad_accum
-            (scaler.scale(loss) if scaler else loss).backward()
-        loss_sum += loss.detach()
+    if grad_accum == 1:  # no division or running sum: the bare loop's ops
+        with precision.autocast():
+            _, loss = model(x, y)
+        (scaler.scale(loss) if scaler else loss).backward()
+        loss_sum = loss.detach()
+    else:
+        loss_sum = torch.zeros((), device=x.device)
+        micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
+        for j, (xm, ym) in enumerate(micro):
+            quiet = j < len(micro) - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once
+            with model.no_sync() if quiet else nullcontext():
+                with precision.autocast():
+                    _, loss = model(xm, ym)
+                loss = loss / grad_accum
+                (scaler.scale(loss) if scaler else loss).backward()
+            loss_sum += loss.detach()
     dist.mean_(loss_sum)  # on the device: an all-reduce, no host sync
 
     if scaler:
@@ -97,8 +103,8 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
     grad_norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
     # With a scaler, non-finite grads are fp16 overflow: the scaler skips the step and lowers
     # the scale (counted, not fatal). Only a non-finite loss means divergence then.
-    bad = ~torch.isfinite(loss_sum) if scaler else ~(
-        torch.isfinite(loss_sum) & torch.isfinite(grad_norm))
+    # (A sum is non-finite if either term is: one op fewer than two isfinite and an and.)
+    bad = ~torch.isfinite(loss_sum if scaler else loss_sum + grad_norm)
     out = StepOutput(loss_sum, grad_norm, bad)
     if zclip is not None:
         grads = [p.grad for p in params if p.grad is not None]
@@ -269,10 +275,12 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = stream.batch(i)  # the global batch; this rank trains its rows
-        probing = step % t.probe_every == 0
-        out = train_step(step_model, opt, params, dist.shard(x), dist.shard(y),
-                         precision=precision, grad_accum=cfg.optim.grad_accum, clip=clip,
-                         probe_update=probing, dist=dist, **parts)
+        probe_step = step % t.probe_every == 0
+        # A probe step's forward records the precursors beside itself (no extra forward).
+        with probing(model) if probe_step else nullcontext():
+            out = train_step(step_model, opt, params, dist.shard(x), dist.shard(y),
+                             precision=precision, grad_accum=cfg.optim.grad_accum, clip=clip,
+                             probe_update=probe_step, dist=dist, **parts)
         tokens += x.numel()
 
         rec: dict[str, Any] = {M.STEP: step, M.TRAIN_LOSS: out.loss,
@@ -292,10 +300,10 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             rec[M.SKIPPED_STEPS] = skipped.clone()
         else:
             rec[M.LOSS_SCALE] = 1.0  # every mode logs one, so logs share their keys
-        if probing:
+        if probe_step:
             rec[M.UPDATE_RATIO] = out.update_ratio
             if dist.main:
-                rec.update(probe(model, val_batches[0][0]))
+                rec.update(probed(model))
         buffer.add(rec, out.bad)
 
         # The state after this update, for the ring (a rollback drops it if it is late).

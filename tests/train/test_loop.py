@@ -60,6 +60,20 @@ def test_same_seed_bit_identical(tmp_path):
     assert la != lc
 
 
+def test_probes_ride_on_the_training_step_and_leave_training_unchanged(tmp_path):
+    """A probe step's forward records the precursors beside itself: the same losses and
+    grad norms bit for bit as a run that never probes, in fp32 and emulated bf16."""
+    for mode in ("fp32", "bf16"):
+        over = (f"precision.mode={mode}", "precision.impl=emulated") if mode != "fp32" else ()
+        _, probed = run(tmp_path, *over, "train.probe_every=3", name=f"p-{mode}")
+        _, plain = run(tmp_path, *over, "train.probe_every=100000", name=f"n-{mode}")
+        for key in ("train/loss", "optim/grad_norm"):
+            assert [r[key] for r in probed if key in r] == [r[key] for r in plain if key in r]
+        logits = [r["probe/attn_logit_max/0"] for r in probed if "probe/attn_logit_max/0" in r]
+        assert len(logits) == 10 and all(math.isfinite(v) and v != 0 for v in logits)
+        assert len({r.get("probe/log_z") for r in probed if "probe/log_z" in r}) > 1
+
+
 class StepSpy:
     """Sees every optimizer step inside train(), before it is taken: the post-clip global
     grad norm and the LR each group will apply (a global pre-step hook, no mock)."""
