@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 from spikebench import __version__
 from spikebench.errors import UserError
 from spikebench.sweep.pruner import SpikeTolerantPruner
-from spikebench.sweep.spec import CLIP_ON, Param, SweepSpec
+from spikebench.sweep.spec import CLIP_ON, Param, SweepSpec, resolve_config
 
 DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -153,18 +153,34 @@ def load_spec(study: optuna.Study) -> SweepSpec:
     return SweepSpec.from_dict(data)
 
 
-def enqueue_plan(study: optuna.Study, spec: SweepSpec) -> int:
+# A half-precision step's cost against fp32 on a CPU: emulated 1.7x, real bf16 1.5x
+# (`benchmarks/precision_speed.py`). On a GPU half is not slower, so there only the tokens count.
+CPU_HALF_COST = 1.6
+
+
+def arm_cost(spec: SweepSpec, arm: str, *, gpu: bool = False) -> float:
+    """An arm's expected training cost, in relative units: tokens, times the cost of its
+    precision on the device. Only the order it gives matters (:func:`enqueue_plan`)."""
+    cfg = resolve_config(spec.base, spec.arms[arm])
+    tokens = cfg.train.steps * cfg.data.batch_size * cfg.data.seq_len
+    return tokens * (CPU_HALF_COST if cfg.precision.mode != "fp32" and not gpu else 1.0)
+
+
+def enqueue_plan(study: optuna.Study, spec: SweepSpec, *, gpu: bool = False) -> int:
     """Enqueue the designed comparison's arms x seeds once; returns how many were added.
 
-    Arms already in the study (in any state) are not enqueued again, so a sweep killed
-    while enqueuing resumes cleanly.
+    The costliest arms go first (longest processing time first), so the trials left to
+    start when workers begin to run out are the short ones and fewer workers sit idle at
+    the end; arms of equal cost keep the spec's order. Reports show the arms in the spec's
+    order, whatever their trial numbers. Arms already in the study (in any state) are not
+    enqueued again, so a sweep killed while enqueuing resumes cleanly.
     """
     present = {t.user_attrs.get("arm") for t in study.get_trials(deepcopy=False)}
     added = 0
-    for arm, values in spec.arms.items():
+    for arm in sorted(spec.arms, key=lambda a: -arm_cost(spec, a, gpu=gpu)):
         if arm in present:
             continue
-        study.enqueue_trial(fixed_params(spec.space, values), user_attrs={"arm": arm})
+        study.enqueue_trial(fixed_params(spec.space, spec.arms[arm]), user_attrs={"arm": arm})
         added += 1
     return added
 

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from pgserver import postgres_server
 from sweep_helpers import write_sweep
 
+from spikebench.sweep.spec import load_sweep
 from spikebench.sweep.studies import count_done, make_storage
 
 STUDY = "pgtest"
@@ -134,12 +135,12 @@ def test_a_dead_workers_trial_is_retried_with_its_arm(pg_url, tmp_path):
                         space='"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n',
                         comparison='baseline = { "schedule.warmup_ratio" = 0.0 }\n')
     env = create_study(sweep, pg_url, tmp_path)
-    # A worker took the baseline arm and died before suggesting anything: its trial stays
-    # RUNNING and its last heartbeat is an hour old.
+    # A worker took the first arm, the recipe (bf16 goes first on a CPU: the costliest), and
+    # died before suggesting anything: its trial stays RUNNING, its last heartbeat an hour old.
     storage = make_storage(pg_url, heartbeat=True)
     study = optuna.load_study(study_name=name, storage=storage)
     dead = study.ask()
-    assert dead.user_attrs["arm"] == "baseline"
+    assert dead.user_attrs["arm"] == "recipe"
     storage.record_heartbeat(dead._trial_id)
     with storage.engine.begin() as conn:
         conn.execute(sqlalchemy.text("UPDATE trial_heartbeats SET heartbeat = heartbeat - "
@@ -156,8 +157,9 @@ def test_a_dead_workers_trial_is_retried_with_its_arm(pg_url, tmp_path):
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert sorted(t.user_attrs["arm"] for t in complete) == ["baseline", "recipe"]
     retry = next(t for t in complete if t.user_attrs.get("retry_of") == dead.number)
-    # The retry is the baseline arm's own values, not a sampler's pick.
-    assert retry.params == {"schedule.warmup_ratio": 0.0}
+    # The retry is the recipe's own values, not a sampler's pick.
+    recipe = load_sweep(sweep).arms["recipe"]["schedule.warmup_ratio"]
+    assert recipe != 0.0 and retry.params == {"schedule.warmup_ratio": recipe}
     assert count_done(study) == 2
 
 
