@@ -22,7 +22,7 @@ class Utilisation(NamedTuple):
     wall_s: float
 
     def line(self) -> str:
-        return (f"utilisation: {self.share:.0%} of {self.workers} worker(s) x "
+        return (f"utilisation: {self.share:.1%} of {self.workers} worker(s) x "
                 f"{self.wall_s:.0f} s spent training ({self.train_s:.0f} s); the rest is "
                 "trial start-up, evaluation, checkpoints and idle workers")
 

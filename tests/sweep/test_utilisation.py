@@ -33,5 +33,5 @@ def test_utilisation_is_training_over_worker_seconds(tmp_path):
     (t / "seed-0" / "summary.json").write_text(json.dumps({"seconds": 30.0}))
     used = measure([t], workers=2, wall_s=20.0)
     assert used.share == pytest.approx(0.75) and used.train_s == 30.0
-    assert used.line().startswith("utilisation: 75% of 2 worker(s) x 20 s spent training")
+    assert used.line().startswith("utilisation: 75.0% of 2 worker(s) x 20 s spent training")
     assert measure([], workers=0, wall_s=0.0).share == 0.0
