@@ -54,7 +54,8 @@ class MetricsBuffer:
                 if isinstance(v, torch.Tensor)]
         # float64 keeps step numbers exact; the index of the first non-finite record rides
         # along (-1: none), so this is the only sync.
-        flags = torch.stack(self.bad) if self.bad else torch.zeros(1, dtype=torch.bool, device=self.device)
+        flags = (torch.stack(self.bad) if self.bad
+                 else torch.zeros(1, dtype=torch.bool, device=self.device))
         first = torch.where(flags.any(), flags.int().argmax(), -1)
         *values, first = torch.stack([pending[i][k].double() for i, k in keys]
                                      + [first.double()]).tolist()

@@ -84,7 +84,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
         with precision.autocast():
             _, loss = model(x, y)
         (scaler.scale(loss) if scaler else loss).backward()
-        loss_sum = loss.detach()
+        loss_sum = loss.detach().float()  # fp32 already: no copy
     else:
         loss_sum = torch.zeros((), device=x.device)
         micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
