@@ -156,7 +156,7 @@ def run(m: Mutation | None, tests: tuple[str, ...], python: str) -> tuple[bool, 
         env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
         t0 = time.perf_counter()
         proc = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                               *tests], cwd=copy, env=env, capture_output=True, text=True)
+                               "--hypothesis-profile=mutations", *tests], cwd=copy, env=env, capture_output=True, text=True)
         lines = (proc.stdout + proc.stderr).strip().splitlines()
         return proc.returncode != 0, time.perf_counter() - t0, lines[-1] if lines else ""
 
