@@ -144,7 +144,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         # On a shared storage, only the trials this results folder's last driver left.
         owner = f"{socket.gethostname()}:{study_dir.resolve()}"
         recovered = recover_interrupted(study, spec, owner if shared else None)
-        enqueue_plan(study, spec, gpu=any(s.name.startswith("cuda") for s in slots))
+        enqueue_plan(study, spec, gpu=any(s.gpu for s in slots))
         total = len(spec.arms) + spec.trials
         done = count_done(study)
         log(f"study {spec.name!r} in {study_dir}/ (storage {mask_url(url)}): {done}/{total} "

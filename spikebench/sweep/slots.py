@@ -20,6 +20,10 @@ class Slot:
     env: dict[str, str] = field(default_factory=dict)
     threads: int = 1
 
+    @property
+    def gpu(self) -> bool:
+        return self.name.startswith("cuda:")  # as plan_slots names a slot of GPUs
+
 
 def visible_gpus() -> list[str]:
     import torch

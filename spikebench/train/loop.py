@@ -80,22 +80,18 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
     are averaged once, in the last micro-batch's backward, and the loss over the ranks, so
     every rank judges the same global values."""
     scaler = precision.scaler
-    if grad_accum == 1:  # no division or running sum: the bare loop's ops
-        with precision.autocast():
-            _, loss = model(x, y)
-        (scaler.scale(loss) if scaler else loss).backward()
-        loss_sum = loss.detach().float()  # fp32 already: no copy
-    else:
-        loss_sum = torch.zeros((), device=x.device)
-        micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
-        for j, (xm, ym) in enumerate(micro):
-            quiet = j < len(micro) - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once
-            with model.no_sync() if quiet else nullcontext():
-                with precision.autocast():
-                    _, loss = model(xm, ym)
+    loss_sum = None
+    micro = list(zip(x.chunk(grad_accum), y.chunk(grad_accum), strict=True))
+    for j, (xm, ym) in enumerate(micro):
+        quiet = j < len(micro) - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once
+        with model.no_sync() if quiet else nullcontext():
+            with precision.autocast():
+                _, loss = model(xm, ym)
+            if grad_accum > 1:  # one micro-batch: no division, the bare loop's ops
                 loss = loss / grad_accum
-                (scaler.scale(loss) if scaler else loss).backward()
-            loss_sum += loss.detach()
+            (scaler.scale(loss) if scaler else loss).backward()
+        # The first term starts the sum (fp32 whatever the model returns; no copy if it is).
+        loss_sum = loss.detach().float() if loss_sum is None else loss_sum + loss.detach()
     dist.mean_(loss_sum)  # on the device: an all-reduce, no host sync
 
     if scaler:
