@@ -15,7 +15,7 @@ name                      rule                                                  
 ``olmo_online``           value > mean + 6 sd of the previous 128 (OLMo-core)          128
 ``loss_ratio``            value / min(previous) > 1.1 (Li et al. 2022), loss only      1
 ``persistent``            > 2x mean of previous 100 for more than 4 steps (LLM Foundry) 104
-``default``               robust residual > 5.5 sigma; jump rule on the loss from 1    1 / 16
+``default``               robust residual, multi-step evidence on the loss; jump rule  1 / 16
 ========================  ===========================================================  =====
 """
 
@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from spikebench.spikes.evidence import Evidence, EvidenceParams
 from spikebench.spikes.robust import mad_sigma, median
 from spikebench.spikes.rolling import Ring, RollingMoments
 from spikebench.values import dec_float, enc_float
@@ -244,30 +245,17 @@ class DefaultRule(Rule):
        ``level_window`` (8) values; sigma = 1.4826 * MAD of the first differences of the
        previous ``window`` (256) values / sqrt(2), refreshed every ``sigma_every`` (16)
        values once 64 exist (it drifts slowly; this keeps the update at a few microseconds).
-       Flag if (y - level) / sigma > ``k`` (5.5).
+       The score is (y - level) / sigma. At one scale (``multi=False``: grad norms, and the
+       rollback trigger, which must act at once) a score over ``k`` (5.5) is a spike.
     2. *Jump rule* (loss only, indices 1 .. ``min_periods`` - 1, i.e. before the robust
        window exists): flag if loss - min(previous losses) > ``jump`` (1.0 nat).
-    3. *Multi-step evidence* (``multi``, on by default for the loss): a spike 4 sigma high
-       for 5 steps carries more evidence than its peak shows. A run opens at a value more
-       than ``floor`` (1) sigma above both the moving level and the median of the last
-       ``base_window`` (32) values before any run; while it lasts, each residual is taken
-       against that median, frozen, so the moving level cannot absorb the spike. Its
-       evidence is the sum of its residuals over sqrt(its length). Every row of the run
-       is flagged when the evidence exceeds ``k_multi`` (5.5) and either the run closed
-       within ``max_len`` (24) rows and the mean of the ``confirm`` (6) rows after it is
-       back within ``back`` (0.5) sigma of the frozen level, or at ``max_len`` rows its
-       last ``level_window`` residuals sum to under ``decay`` (0.7) of its first (a sharp
-       rise recovering slowly). A run that stays up is a level shift, and is not flagged.
-    4. *Noise veto* (with ``multi``): a flag under ``k_big`` (8) sigma is dropped when the
-       ``noise_window`` (16) differences around it, or the 16 after it, have a MAD-sigma
-       over ``k_noise`` (1.6) times the long-run sigma: in a burst of extra noise, moderate
-       peaks are not spikes.
-       The early jump rule is never vetoed.
-
-    Deciding needs the rows after a value, so with ``multi`` every verdict comes
-    ``delay`` = ``max_len`` + ``confirm`` + 1 (31) rows late; the monitor holds those rows,
-    so events keep their true onset, online and offline alike. Rollback triggers use the
-    rule at one scale (``multi=False``), which decides at once.
+    3. *Multi-step evidence* (``multi``, on by default for the loss;
+       :mod:`spikebench.spikes.evidence`): a score over ``k_big`` (8.25) is a spike at once;
+       a smaller rise is a spike if it comes back and its peak or its summed residuals
+       stand out of the local noise. Its parameters are keyword arguments here too
+       (:class:`~spikebench.spikes.evidence.EvidenceParams`). Verdicts then come
+       ``delay`` (49) rows late; the rule holds those rows, so events keep their true
+       onset, online and offline alike.
 
     Why this shape:
 
@@ -280,10 +268,9 @@ class DefaultRule(Rule):
       sigma is absorbed within ~4 steps, so LR-schedule and curriculum steps do not fire.
     - One-sided: drops (LR decay, curriculum) are never spikes.
     - ``k`` trades false alarms against recall on the synthetic logs
-      (``benchmarks/detectors.py``); ``k_multi``, ``confirm`` and ``k_big`` were chosen on
-      the development split of the labelled real traces
-      (``benchmarks/detector_labelled.py``), keeping the synthetic acceptance test. The
-      README has both tables.
+      (``benchmarks/detectors.py``); the evidence's parameters were chosen on the
+      development split of the labelled real traces (``benchmarks/detector_tune.py``),
+      keeping the synthetic acceptance test. The README has the tables.
     - Windowed rules are blind for their first W steps, yet at high LR the real
       instabilities of a small GPT are multi-nat loss jumps in its first steps. A 1-nat
       jump above the best loss so far is a spike at any loss scale of an LM, and the early
@@ -296,7 +283,7 @@ class DefaultRule(Rule):
     """
 
     name = "default"
-    _state = ("vals", "diffs", "prev", "runmin", "n", "sig", "base")
+    _state = ("vals", "diffs", "prev", "runmin", "n", "sig")
 
     def __init__(
         self,
@@ -309,84 +296,57 @@ class DefaultRule(Rule):
         sigma_every: int = 16,
         log: bool | None = None,
         multi: bool | None = None,
-        k_multi: float = 5.5,
-        floor: float = 1.0,
-        max_len: int = 24,
-        confirm: int = 6,
-        k_noise: float = 1.6,
-        noise_window: int = 16,
-        k_big: float = 8.0,
-        base_window: int = 32,
-        decay: float = 0.7,
-        back: float = 0.5,
+        **evidence: Any,
     ):
         super().__init__(kind)
         self.window, self.level_window, self.k = window, level_window, k
         self.jump, self.min_periods, self.sigma_every = jump, min_periods, sigma_every
         self.log = (kind == GRAD_NORM) if log is None else log
-        # Multi-step evidence on the loss (grad norms swing over several steps normally).
-        self.multi = (kind == LOSS) if multi is None else multi
-        self.k_multi, self.floor = k_multi, floor
-        self.max_len, self.confirm, self.k_big = max_len, confirm, k_big
-        self.k_noise, self.noise_window, self.decay = k_noise, noise_window, decay
-        self.back = back
-        self.delay = max_len + confirm + 1 if self.multi else 0
         self.vals = Ring(level_window)
         self.diffs = Ring(window - 1)
         self.prev: float | None = None
         self.runmin = math.inf
         self.n = 0
         self.sig = 0.0
-        # Verdicts not yet released, oldest first: [spike, score] per row (multi only).
-        self.held: list[list] = []
-        # The open run: [rows, level, sigma, sum of residuals, deep dip seen] (or []).
-        self.run: list = []
-        # The level a run is measured against: the median of a longer window than the
-        # moving level's, so its own noise does not read as evidence.
-        self.base = Ring(base_window)
+        self._level = self._sig = 0.0  # the last robust row's level and sigma
+        # Multi-step evidence on the loss (grad norms swing over several steps normally).
+        multi = (kind == LOSS) if multi is None else multi
+        self.ev = Evidence(EvidenceParams(**evidence), self.diffs) if multi else None
+        self.delay = self.ev.delay if self.ev else 0
         self.first_step = 1 if kind == LOSS else min_periods
+
+    @property
+    def multi(self) -> bool:
+        return self.ev is not None
 
     def sigma(self) -> float:
         return mad_sigma(self.diffs.last(self.diffs.count))
 
     def state_dict(self) -> dict[str, Any]:
-        run = self.run and [*self.run[:3], list(self.run[3]), *self.run[4:]]
-        return {**super().state_dict(),
-                "held": [[bool(f), enc_float(sc)] for f, sc in self.held], "run": run}
+        out = super().state_dict()
+        return {**out, "evidence": self.ev.state_dict()} if self.ev else out
 
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
         super().load_state_dict(d)
-        self.held = [[bool(f), float(dec_float(sc))] for f, sc in d.get("held", [])]
-        run = d.get("run") or []
-        self.run = run and [*run[:3], [float(z) for z in run[3]], *run[4:]]
+        if self.ev:
+            self.ev.load_state_dict(d["evidence"])
 
     def update(self, value: float) -> tuple[bool, float] | None:
-        if not self.multi:
+        if self.ev is None:
             return self._step(value)
         if not math.isfinite(value):
-            self.run = []  # a run ends unconfirmed at a non-finite value (itself flagged)
-            self.held.append([True, math.inf])
+            self.ev.reset()
+            self.ev.hold(True, math.inf)
         else:
             robust = self.n >= self.min_periods  # else the jump rule's verdict (in nats)
             spike, score = self._step(value)
-            self.held.append([spike, score if robust else math.inf])
-        if len(self.held) > self.delay:
-            spike, score = self.held.pop(0)
-            if spike and score < self.k_big and self._noisy_at(self.delay):
-                spike = False  # a moderate peak inside a burst of noise
-            return spike, score
-        return None
+            self.ev.hold(spike, score if robust else math.inf)
+            self.ev.observe(self.prev, score if robust else None, self._level, self._sig)
+        return self.ev.release()
 
     def flush(self) -> list[tuple[bool, float]]:
-        """The verdicts still held, the noise veto applied with the differences there are."""
-        out = []
-        for i, (spike, score) in enumerate(self.held):
-            back = len(self.held) - 1 - i  # rows behind the last value
-            if spike and score < self.k_big and self._noisy_at(back):
-                spike = False
-            out.append((spike, score))
-        self.held, self.run = [], []
-        return out
+        """The verdicts still held (see :meth:`Evidence.flush`)."""
+        return self.ev.flush() if self.ev else []
 
     def _step(self, value: float) -> tuple[bool, float]:
         y = math.log(max(value, 1e-30)) if self.log else value
@@ -397,86 +357,20 @@ class DefaultRule(Rule):
             if self.n < 64 or self.n % self.sigma_every == 0 or self.sig == 0.0:
                 self.sig = self.sigma()
             sig = max(self.sig, 1e-6 * abs(level), 1e-12)
+            self._level, self._sig = level, sig
             score = (y - level) / sig
-            spike = score > self.k
-            if self.multi:
-                self._evidence(y, level, sig, score)
+            # With the evidence only a huge peak is a spike at once; others must come back.
+            spike = score > (self.ev.p.k_big if self.ev else self.k)
         elif self.kind == LOSS and self.n >= 1:
             score = value - self.runmin
             spike = score > self.jump
         self.vals.push(y)
-        if self.multi and not self.run:  # a run's values stay out of its level
-            self.base.push(y)
         if self.prev is not None:
             self.diffs.push(y - self.prev)
         self.prev = y
         self.runmin = min(self.runmin, value)
         self.n += 1
         return spike, score
-
-    def noisy(self) -> bool:
-        """The last ``noise_window`` steps are much noisier than the long-run sigma."""
-        return self._noisy_at(self.noise_window // 2)
-
-    def _noisy_at(self, back: int) -> bool:
-        """The ``noise_window`` steps around the value ``back`` rows back, or those after
-        it, are much noisier than the long-run sigma: a burst of noise, in which moderate
-        peaks are not spikes. Robust: a spike adds only a couple of large differences."""
-        half, w = self.noise_window // 2, self.noise_window
-        recent = self.diffs.last(back + w)
-        # Centred on the value, and starting at it: a burst that begins at the peak shows
-        # in the second window only.
-        windows = (recent[w - half: 2 * w - half], recent[w: 2 * w])
-        return any(len(x) >= w and mad_sigma(x) > self.k_noise * self.sig for x in windows)
-
-    def _evidence(self, y: float, level: float, sig: float, score: float) -> None:
-        """Open, extend, close or confirm the run of values above its frozen level (O(1):
-        a run holds at most ``max_len`` residuals).
-
-        ``run``: [phase, level, sigma, residuals, after, after_total]; phase 0 while it
-        lasts, 1 while the mean of the ``confirm`` rows after it must be back at its level.
-        Residuals in and after a run are taken against its frozen level: the moving median
-        has absorbed the spike by then."""
-        if not self.run:
-            if score > self.floor:  # (the median of the longer window only then)
-                base = median(self.base.last(self.base.count))
-                z = (y - base) / sig
-                if z > self.floor:
-                    self.run = [0, base, sig, [z], 0, 0.0]
-            return
-        phase, lv, sg, zs, after, after_total = self.run
-        z = (y - lv) / sg
-        if phase == 0:
-            if z > self.floor and len(zs) < self.max_len:
-                zs.append(z)
-                return
-            evidence = sum(zs) / math.sqrt(len(zs))
-            if z <= self.floor and evidence > self.k_multi:
-                self.run = [1, lv, sg, zs, 1, z]
-            elif z > self.floor and evidence > self.k_multi and self._decaying(zs):
-                self._flag(len(zs))  # a sharp rise, recovering slowly: no level shift
-                self.run = []
-            else:  # too little evidence, or it never came back: a level shift
-                self.run = []
-            return
-        after, after_total = after + 1, after_total + z
-        if after < self.confirm:
-            self.run = [1, lv, sg, zs, after, after_total]
-            return
-        if after_total / after <= self.back:  # back, and staying back
-            self._flag(len(zs) + after - 1, len(zs))
-        self.run = []
-
-    def _decaying(self, zs: list[float]) -> bool:
-        """The run's last residuals are well under its first: it is coming back."""
-        w = self.level_window
-        return sum(zs[-w:]) < self.decay * sum(zs[:w])
-
-    def _flag(self, back: int, rows: int | None = None) -> None:
-        """Flag ``rows`` held verdicts from ``back`` rows back: a confirmed run's rows."""
-        if not self.noisy():  # in a burst of noise a run is not a spike
-            for h in self.held[-back:][:rows or back]:
-                h[0] = True
 
 
 RULES: dict[str, type[Rule]] = {
