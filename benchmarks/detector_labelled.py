@@ -89,11 +89,12 @@ def run(rule: str, kwargs: dict, logs) -> tuple[Match, list[list[int]], float, i
         late = lg.steps > SKIP
         scored = SyntheticLog(lg.seed, lg.steps[late], lg.loss[late], lg.grad_norm[late],
                               lg.spikes, lg.shifts)
-        total += evaluate([e for e in mon.events if e.onset > SKIP], scored)
+        events = [e for e in mon.events if e.onset > SKIP]
+        total += evaluate(events, scored)
         for sp in lg.spikes:
             b = bands[band_of(sp.height_sigma)]
             b[0] += 1
-            b[1] += any(matches(e, "loss", sp) for e in mon.events)
+            b[1] += any(matches(e, "loss", sp) for e in events)
     return total, bands, seconds, updates
 
 

@@ -10,7 +10,10 @@ Prints the Pareto front of the feasible trials and the one with the best F1 at o
 
     python benchmarks/detector_tune.py --trials 600 --jobs 2
 
-and are then checked once on the held-out splits (``python benchmarks/detector_labelled.py``).
+in a run with three more switches (set to: no hard noise threshold, MAD not RMS noise, the
+differences within the spike counted; then removed) and with the first 200 steps still
+counted, so rerunning it finds a nearby trial, not the same one. They were then checked
+once on the held-out splits (``python benchmarks/detector_labelled.py``).
 """
 
 from __future__ import annotations

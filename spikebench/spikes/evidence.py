@@ -8,7 +8,8 @@ lies ``drop`` sigma under it, after a step down); its residuals are then taken a
 that base, frozen, because the moving median absorbs a spike within a few rows. The run
 ends in one of three ways:
 
-- *back*: the mean of its last ``confirm`` residuals is within ``back`` sigma of the base.
+- *back*: the mean of its last ``confirm`` residuals is at most ``back`` sigma above the
+  base.
   The rows before them are the spike part. ``post`` rows later the part is judged;
 - *decaying*: at ``max_len`` rows it is still up, but its last quarter is well under its
   first (under ``decay`` of it, by more than ``k_decay`` standard errors): a sharp rise
@@ -85,7 +86,12 @@ class Evidence:
         self.held.append([spike, score])
 
     def reset(self) -> None:
-        """A non-finite row: the open run ends unjudged (the row itself is flagged)."""
+        """A non-finite row (flagged itself) ends the open run: it is judged on the rows it
+        has, so a rise that ends in a divergence keeps its onset."""
+        if self.run:
+            zs, part = self.run[2], self.run[3]
+            part = len(zs) if part is None else part
+            self._judge(zs[:part], len(zs), len(zs) - part)
         self.run = []
 
     def release(self) -> tuple[bool, float] | None:
@@ -193,6 +199,10 @@ class Evidence:
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
         self.held = [[bool(f), float(dec_float(sc))] for f, sc in d["held"]]
         run = d["run"]
+        # A state from before this module (1a52de4) held a run of another shape: it is
+        # dropped, unjudged; its held verdicts stand, so the monitor's rows stay paired.
+        if run and not isinstance(run[2], list):
+            run = []
         self.run = run and [float(dec_float(run[0])), float(dec_float(run[1])),
                             [float(dec_float(z)) for z in run[2]], run[3]]
         self.base.load_state_dict(d["base"])

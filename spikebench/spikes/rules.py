@@ -250,11 +250,11 @@ class DefaultRule(Rule):
     2. *Jump rule* (loss only, indices 1 .. ``min_periods`` - 1, i.e. before the robust
        window exists): flag if loss - min(previous losses) > ``jump`` (1.0 nat).
     3. *Multi-step evidence* (``multi``, on by default for the loss;
-       :mod:`spikebench.spikes.evidence`): a score over ``k_big`` (8.25) is a spike at once;
+       :mod:`spikebench.spikes.evidence`): a score over ``k_big`` (8.48) is a spike at once;
        a smaller rise is a spike if it comes back and its peak or its summed residuals
        stand out of the local noise. Its parameters are keyword arguments here too
        (:class:`~spikebench.spikes.evidence.EvidenceParams`). Verdicts then come
-       ``delay`` (49) rows late; the rule holds those rows, so events keep their true
+       ``delay`` (73) rows late; the rule holds those rows, so events keep their true
        onset, online and offline alike.
 
     Why this shape:
@@ -311,7 +311,8 @@ class DefaultRule(Rule):
         self._level = self._sig = 0.0  # the last robust row's level and sigma
         # Multi-step evidence on the loss (grad norms swing over several steps normally).
         multi = (kind == LOSS) if multi is None else multi
-        self.ev = Evidence(EvidenceParams(**evidence), self.diffs) if multi else None
+        params = EvidenceParams(**evidence)  # checked even where unused: a typo raises
+        self.ev = Evidence(params, self.diffs) if multi else None
         self.delay = self.ev.delay if self.ev else 0
         self.first_step = 1 if kind == LOSS else min_periods
 
@@ -329,7 +330,8 @@ class DefaultRule(Rule):
     def load_state_dict(self, d: Mapping[str, Any]) -> None:
         super().load_state_dict(d)
         if self.ev:
-            self.ev.load_state_dict(d["evidence"])
+            # States from before spikebench.spikes.evidence kept its parts at the top level.
+            self.ev.load_state_dict(d.get("evidence") or d)
 
     def update(self, value: float) -> tuple[bool, float] | None:
         if self.ev is None:

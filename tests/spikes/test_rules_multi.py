@@ -5,6 +5,7 @@ comes ``delay`` rows late, the same online and offline, and across a checkpoint.
 import json
 
 import numpy as np
+import pytest
 
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.spikes.rules import DefaultRule
@@ -119,3 +120,35 @@ def test_a_checkpoint_inside_an_open_run_resumes_to_the_same_verdicts():
         resumed.load_state_dict(json.loads(json.dumps(first.state_dict(), allow_nan=False)))
         got += [resumed.update(float(v)) for v in y[cut:]] + resumed.flush()
         assert got == want and any(v and v[0] for v in want[500:])
+
+
+def test_a_spike_that_ends_in_a_non_finite_loss_keeps_its_onset():
+    y = noise(700, 3)
+    y[500:506] += 5 * SD
+    for at in (503, 508, 512):  # inside the spike, and while its run waits for later rows
+        z = y.copy()
+        z[at] = np.nan
+        onsets = [e.onset for e in events(z[: at + 40])]
+        assert 500 in onsets, (at, onsets)
+
+
+def test_a_state_saved_before_the_evidence_module_loads():
+    """1a52de4 kept the held rows, the run and the base at the top level, the run as
+    [phase, level, sigma, residuals, after, after_total]: its held rows stand."""
+    rule = DefaultRule("loss")
+    for v in noise(300, 1):
+        rule.update(float(v))
+    state = rule.state_dict()
+    old = {k: v for k, v in state.items() if k != "evidence"}
+    old.update(held=state["evidence"]["held"], base=state["evidence"]["base"],
+               run=[0, 3.0, 0.01, [1.5, 2.0], 0, 0.0])
+    resumed = DefaultRule("loss")
+    resumed.load_state_dict(json.loads(json.dumps(old)))
+    assert resumed.ev.held == rule.ev.held and resumed.ev.run == []
+    assert [resumed.update(3.0) for _ in range(5)] == [rule.update(3.0) for _ in range(5)]
+
+
+@pytest.mark.parametrize("kind", ["loss", "grad_norm"])
+def test_a_misspelt_evidence_parameter_raises_even_where_it_is_unused(kind):
+    with pytest.raises(TypeError, match="k_pek"):
+        DefaultRule(kind, k_pek=5.0)
