@@ -11,6 +11,7 @@ again, so a sweep resumes with the same command.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import signal
 import socket
 import sys
@@ -29,7 +30,7 @@ from optuna.trial import TrialState
 
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_text
-from spikebench.sweep import spares
+from spikebench.sweep import claims, spares
 from spikebench.sweep.slots import Slot, make_slots
 from spikebench.sweep.spec import SweepSpec
 from spikebench.sweep.studies import (
@@ -42,7 +43,7 @@ from spikebench.sweep.studies import (
     open_study,
     recover_interrupted,
 )
-from spikebench.sweep.trial import Outcome, kill_children, record, run_trial
+from spikebench.sweep.trial import Outcome, help_trial, kill_children, record, run_trial
 from spikebench.sweep.utilisation import measure
 
 
@@ -183,11 +184,17 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                         metrics.sweep_progress(progress.done, progress.running, failed[0])
                 if heart:
                     heart.add(trial._trial_id)
-                ran.append(trials_dir / f"{trial.number:05d}")
+                trial_dir = trials_dir / f"{trial.number:05d}"
+                ran.append(trial_dir)
+                with lock:
+                    running.append(trial_dir)
                 try:
                     out = run_trial(trial, spec, slot, trials_dir, lock, warm_next)
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
                     out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
+                finally:
+                    with lock:
+                        running.remove(trial_dir)
                 if heart:
                     heart.discard(trial._trial_id)
                 if stopping.is_set():
@@ -204,6 +211,30 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     if metrics is not None:
                         metrics.sweep_progress(progress.done, progress.running, failed[0])
             finally:
+                with lock:
+                    finished[0] += 1
+                free.put(slot)
+
+        running: list[Path] = []  # trial folders whose process runs now
+        finished = [0]  # trial tasks ended (the helpers stop when all have)
+
+        def helper() -> None:
+            """Once every trial has started, a worker that would sit idle helps a running
+            trial with its seeds (spikebench.sweep.claims), the one with most left."""
+            slot = free.get()
+            try:
+                while not stopping.is_set():
+                    with lock:
+                        left = {d: len(claims.unclaimed(d, spec.seeds[1:])) for d in running
+                                if (d / "trial.json").is_file()}
+                        if finished[0] == remaining:
+                            return
+                    target = max(left, key=left.get, default=None)
+                    if target is not None and left[target]:
+                        help_trial(target, slot)
+                    else:  # a trial is starting, or the running ones have no seed left
+                        time.sleep(0.2)
+            finally:
                 free.put(slot)
 
         heart = _Heartbeat(storage) if shared else None
@@ -216,7 +247,11 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             remaining = max(0, total - done) if slots else 0
             runner = Parallel(n_jobs=max(1, len(slots)), backend="threading",
                               return_as="generator_unordered")
-            for _ in runner(delayed(task)() for _ in range(remaining)):
+            # Helpers only for single-process trials: a data-parallel trial's ranks
+            # train every seed together.
+            helpers = len(slots) - 1 if remaining and nproc == 1 else 0
+            for _ in runner(itertools.chain((delayed(task)() for _ in range(remaining)),
+                                            (delayed(helper)() for _ in range(helpers)))):
                 pass
         except KeyboardInterrupt:
             stopping.set()

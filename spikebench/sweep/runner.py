@@ -7,7 +7,10 @@ one it checkpointed, instead of step 0 (``carried_over``: what the trial took ov
 old trial's folder before it started this process). With ``train.nproc`` > 1 this runs
 under torchrun (:mod:`spikebench.train.launch`), one process per rank.
 While seed index 0 trains, each validation loss is printed to stdout as one JSON line
-(``{"seed": 0, "step": 50, "val/loss": 2.9}``) so the driver can prune. A fresh process per
+(``{"seed": 0, "step": 50, "val/loss": 2.9}``) so the driver can prune. Each seed is
+claimed before it trains (:mod:`.claims`): ``runner --help-trial TRIAL_DIR`` is a helper an
+idle worker starts, which trains the trial's unclaimed seeds from the last; the trial's
+process waits for those and takes over any whose helper died. A fresh process per
 trial means no memory creep across trials, and a crash or an out-of-memory kill costs one
 trial, never the sweep. The process ends itself if the driver that started it dies.
 """
@@ -18,11 +21,13 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from spikebench import config as cfgmod
 from spikebench import metrics as M
 from spikebench.runio import atomic_write_json, die_with_parent, parent_pid
+from spikebench.sweep import claims
 from spikebench.train.sinks import Sink
 
 
@@ -64,28 +69,59 @@ def carry_over(src: Path | None, dst: Path) -> str:
     return ""
 
 
+def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool,
+                main_rank: bool) -> dict:
+    """Train (or resume, or take over finished) one seed of the trial: its summary."""
+    from spikebench.train.loop import train
+
+    run_dir = trial_dir / f"seed-{seed}"
+    how = job.get("carried_over", {}).get(str(seed), "")
+    if how == "done":
+        return json.loads((run_dir / "summary.json").read_text())
+    cfg = cfgmod.from_dict(job["config"])
+    cfg.train.seed = seed
+    sinks = [_ParentWatch(parent)] + ([_Report(seed)] if report else [])
+    resume = how == "resume" or (run_dir / "checkpoints").is_dir()
+    return train(cfg, run_dir=run_dir, sinks=sinks if main_rank else [], resume=resume)
+
+
 def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
     job = json.loads((trial_dir / "trial.json").read_text())
     from spikebench.train.dist import from_env, teardown
-    from spikebench.train.loop import train  # torch imports after the watch is set
 
     main_rank = from_env().main  # data-parallel: rank 0 reports and writes the result
-    results = []
+    helped = job["config"]["train"]["nproc"] == 1  # helpers run single-process trials only
+    summaries: dict[int, dict] = {}
     for i, seed in enumerate(job["seeds"]):
-        cfg = cfgmod.from_dict(job["config"])
-        cfg.train.seed = seed
-        run_dir = trial_dir / f"seed-{seed}"
-        how = job.get("carried_over", {}).get(str(seed), "")
-        if how == "done":
-            summary = json.loads((run_dir / "summary.json").read_text())
-        else:
-            sinks = [_ParentWatch(parent)] + ([_Report(seed)] if i == 0 else [])
-            summary = train(cfg, run_dir=run_dir, sinks=sinks if main_rank else [],
-                            resume=how == "resume")
-        results.append({"seed": seed, "summary": summary, "carried_over": how})
+        if helped and not claims.claim(trial_dir, seed):
+            continue  # a helper has it (spikebench.sweep.claims)
+        summaries[seed] = _train_seed(job, trial_dir, seed, parent, i == 0, main_rank)
+    for seed in job["seeds"]:  # the helpers' seeds: wait for them, or take them over
+        while seed not in summaries:
+            done = trial_dir / f"seed-{seed}" / "summary.json"
+            if done.is_file():
+                summaries[seed] = json.loads(done.read_text())
+            elif not claims.claimer_alive(trial_dir, seed):
+                claims.take_over(trial_dir, seed)
+                summaries[seed] = _train_seed(job, trial_dir, seed, parent, False, main_rank)
+            else:
+                time.sleep(0.2)
     teardown()
     if main_rank:
+        results = [{"seed": s, "summary": summaries[s],
+                    "carried_over": job.get("carried_over", {}).get(str(s), "")}
+                   for s in job["seeds"]]
         atomic_write_json(trial_dir / "result.json", {"seeds": results, "warm": warm})
+    return 0
+
+
+def help_trial(trial_dir: Path, parent: int) -> int:
+    """A helper: train the trial's unclaimed seeds, from the last, until none is left. The
+    first seed is always the trial process's own: it reports to the pruner."""
+    job = json.loads((trial_dir / "trial.json").read_text())
+    for seed in reversed(job["seeds"][1:]):
+        if claims.claim(trial_dir, seed):
+            _train_seed(job, trial_dir, seed, parent, False, True)
     return 0
 
 
@@ -97,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     if not die_with_parent():
         return 3
     if argv[0] == "--wait":  # a warm spare (spikebench.sweep.spares): import, then wait
+        import torch
+
         import spikebench.train.loop  # noqa: F401 - torch and the loop, before the trial
+
+        # The first op on the meta device loads torch's reference ops (about a second):
+        # the preflight builds the model there, so pay for it while waiting.
+        torch.empty(1, device="meta").normal_()
 
         line = sys.stdin.readline().strip()
         if not line:
@@ -107,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(err, 2)
         os.close(err)  # fd 2 (and so sys.stderr) now writes to the trial's stderr.log
         return run(trial_dir, parent, warm=True)
+    if argv[0] == "--help-trial":
+        return help_trial(Path(argv[1]), parent)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank's exception, for the agent's one line
         from torch.distributed.elastic.multiprocessing.errors import record
 

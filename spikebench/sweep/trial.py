@@ -107,6 +107,7 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         finally:
             with _children_lock:
                 _children.discard(proc)
+            _stop_helpers(trial_dir)
     if pruned:
         return Outcome(TrialState.PRUNED, attrs=attrs)
     result_path = trial_dir / "result.json"
@@ -115,6 +116,37 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         attrs["error"] = tail[-1] if tail else f"exit code {proc.returncode}"
         return Outcome(TrialState.FAIL, attrs=attrs)
     return score(json.loads(result_path.read_text()), spec, attrs)
+
+
+# Helpers (spikebench.sweep.claims) running now, by the trial folder they help.
+_helpers: dict[Path, set[subprocess.Popen]] = {}
+
+
+def help_trial(trial_dir: Path, slot: Slot) -> None:
+    """Train seeds of the running trial in ``trial_dir`` on ``slot`` until none is left to
+    claim (``runner --help-trial``). Its failures are the trial's to see: the trial's
+    process takes over a seed whose helper died."""
+    with open(trial_dir / f"helper-{slot.name}.log", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "spikebench.sweep.runner", "--help-trial", str(trial_dir)],
+            stdout=subprocess.DEVNULL, stderr=err, env=slot_env(slot, slot.threads))
+        with _children_lock:
+            _children.add(proc)
+            _helpers.setdefault(trial_dir, set()).add(proc)
+        try:
+            proc.wait()
+        finally:
+            with _children_lock:
+                _children.discard(proc)
+                _helpers.get(trial_dir, set()).discard(proc)
+
+
+def _stop_helpers(trial_dir: Path) -> None:
+    """The trial's process ended (done, pruned or failed): its helpers have no work left."""
+    with _children_lock:
+        procs = list(_helpers.pop(trial_dir, ()))
+    for p in procs:
+        p.kill()
 
 
 def score(result: dict[str, Any], spec: SweepSpec, attrs: dict[str, Any]) -> Outcome:
