@@ -64,6 +64,12 @@ def trace(path: Path, lr: float, seed: int, steps: int) -> np.ndarray:
     return np.array(loss)
 
 
+def load_traces(folder: str, steps: int, splits: list[str]) -> dict[int, np.ndarray]:
+    """The traces of ``splits``, by index in :data:`TRACES` (trained on first use)."""
+    return {i: trace(Path(folder) / f"gpt-tiny-lr{lr:g}-s{seed}-{steps}.json", lr, seed, steps)
+            for i, (lr, seed) in enumerate(TRACES) if any(i in SPLITS[s] for s in splits)}
+
+
 def logs_of(traces: dict[int, np.ndarray], split: str, copies: int):
     out = []
     for i in SPLITS[split]:
@@ -107,9 +113,7 @@ def main() -> None:
     ap.add_argument("--rules", default=",".join(RULES))
     args = ap.parse_args()
     splits = list(SPLITS) if args.split == "all" else [args.split]
-    traces = {i: trace(Path(args.traces) / f"gpt-tiny-lr{lr:g}-s{seed}-{args.steps}.json",
-                       lr, seed, args.steps) for i, (lr, seed) in enumerate(TRACES)
-              if any(i in SPLITS[s] for s in splits)}
+    traces = load_traces(args.traces, args.steps, splits)
     for split in splits:
         logs = logs_of(traces, split, args.copies)
         n_rows = sum(len(lg.steps) for lg in logs)
@@ -117,8 +121,7 @@ def main() -> None:
         for name in args.rules.split(","):
             rule, kwargs = RULES[name]
             m, bands, secs, updates = run(rule, kwargs, logs)
-            f1 = 2 * m.precision * m.recall / max(m.precision + m.recall, 1e-12)
-            rows.append([name, f"{m.precision:.2f}", f"{m.recall:.2f}", f"{f1:.2f}",
+            rows.append([name, f"{m.precision:.2f}", f"{m.recall:.2f}", f"{m.f1:.2f}",
                          *[f"{f}/{n}" for n, f in bands], f"{m.fa_per_10k:.1f}",
                          f"{1e6 * secs / updates:.1f}"])
         heads = ["rule", "precision", "recall", "F1",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import joblib
 import optuna
-from detector_labelled import SPLITS, TRACES, logs_of, run, trace
+from detector_labelled import load_traces, logs_of, run
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 from tabulate import tabulate
 
@@ -103,22 +103,18 @@ def main() -> None:
 
 def tune(args: argparse.Namespace, journal: str, sampler_seed: int, n_trials: int) -> None:
     """One worker: ``n_trials`` trials of the shared study, its sampler seeded as given."""
-    traces = {i: trace(Path(args.traces) / f"gpt-tiny-lr{lr:g}-s{seed}-{args.steps}.json",
-                       lr, seed, args.steps)
-              for i, (lr, seed) in enumerate(TRACES) if i in SPLITS["dev"]}
-    logs = logs_of(traces, "dev", args.copies)
+    logs = logs_of(load_traces(args.traces, args.steps, ["dev"]), "dev", args.copies)
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         kwargs = space(trial)
         m, bands, _, _ = run("default", kwargs, logs)
-        f1 = 2 * m.precision * m.recall / max(m.precision + m.recall, 1e-12)
         s = synthetic(kwargs)
         trial.set_user_attr("bands", [f"{f}/{n}" for n, f in bands])
         trial.set_user_attr("synthetic", [s.precision, s.recall, s.fa_per_10k])
         trial.set_constraint("synthetic precision", 0.96 - s.precision)
         trial.set_constraint("synthetic recall", 0.96 - s.recall)
         trial.set_constraint("synthetic false alarms", s.fa_per_10k - 0.7)
-        return f1, m.fa_per_10k
+        return m.f1, m.fa_per_10k
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name="detector",

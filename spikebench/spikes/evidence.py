@@ -88,24 +88,28 @@ class Evidence:
     def reset(self) -> None:
         """A non-finite row (flagged itself) ends the open run: it is judged on the rows it
         has, so a rise that ends in a divergence keeps its onset."""
-        if self.run:
-            zs, part = self.run[2], self.run[3]
-            part = len(zs) if part is None else part
-            self._judge(zs[:part], len(zs), len(zs) - part)
-        self.run = []
+        self._end_run(still_up=True)
 
     def release(self) -> tuple[bool, float] | None:
         """The verdict ``delay`` rows back, once there is one."""
         return tuple(self.held.pop(0)) if len(self.held) > self.delay else None
 
     def flush(self) -> list[tuple[bool, float]]:
-        """The verdicts still held; a run already back at its base is judged first."""
-        if self.run and self.run[3] is not None:
-            zs, part = self.run[2], self.run[3]
-            self._judge(zs[:part], len(zs), len(zs) - part)
+        """The verdicts still held; a run already back at its base is judged first (one
+        still up at the end of the data could be a level shift)."""
+        self._end_run(still_up=False)
         out = [(bool(f), sc) for f, sc in self.held]
-        self.held, self.run = [], []
+        self.held = []
         return out
+
+    def _end_run(self, still_up: bool) -> None:
+        """Judge the open run now, on the rows it has: one back at its base always, one
+        still up only if ``still_up`` (all its rows are then the part)."""
+        if self.run and (self.run[3] is not None or still_up):
+            zs, part = self.run[2], self.run[3]
+            part = len(zs) if part is None else part
+            self._judge(zs[:part], len(zs), len(zs) - part)
+        self.run = []
 
     def observe(self, y: float, score: float | None, level: float, sig: float) -> None:
         """The finite row ``y``; ``score`` is its residual against the moving ``level`` in

@@ -225,6 +225,11 @@ class Match:
         return self.true_found / self.n_true if self.n_true else 1.0
 
     @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    @property
     def fa_per_10k(self) -> float:
         """False alarms (all metrics) per 10,000 spike-free training steps (log rows)."""
         return 1e4 * self.false_alarms / max(self.spike_free_steps, 1)

@@ -15,6 +15,14 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from spikebench.runio import atomic_write_text
+
+
+def helpable(seeds: list[int]) -> list[int]:
+    """The seeds a helper may take: all but the first, the trial process's own, which
+    reports to the pruner."""
+    return seeds[1:]
+
 
 def _path(trial_dir: Path, seed: int) -> Path:
     return trial_dir / f"seed-{seed}.claim"
@@ -47,15 +55,13 @@ def claimer_alive(trial_dir: Path, seed: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it runs, as another user
     return True
 
 
 def take_over(trial_dir: Path, seed: int) -> None:
     """Make this process the claimer of ``seed`` (its claimer died)."""
-    tmp = _path(trial_dir, seed).with_suffix(f".{os.getpid()}")
-    tmp.write_text(str(os.getpid()))
-    os.replace(tmp, _path(trial_dir, seed))
+    atomic_write_text(_path(trial_dir, seed), str(os.getpid()))
 
 
 def unclaimed(trial_dir: Path, seeds: Iterable[int]) -> list[int]:

@@ -225,7 +225,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             try:
                 while not stopping.is_set():
                     with lock:
-                        left = {d: len(claims.unclaimed(d, spec.seeds[1:])) for d in running
+                        left = {d: len(claims.unclaimed(d, claims.helpable(spec.seeds))) for d in running
                                 if (d / "trial.json").is_file()}
                         if finished[0] == remaining:
                             return

@@ -81,7 +81,8 @@ def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool
     cfg = cfgmod.from_dict(job["config"])
     cfg.train.seed = seed
     sinks = [_ParentWatch(parent)] + ([_Report(seed)] if report else [])
-    resume = how == "resume" or (run_dir / "checkpoints").is_dir()
+    # Checkpoints: carried over from the trial this one retries, or left by a dead helper.
+    resume = (run_dir / "checkpoints").is_dir()
     return train(cfg, run_dir=run_dir, sinks=sinks if main_rank else [], resume=resume)
 
 
@@ -116,10 +117,9 @@ def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
 
 
 def help_trial(trial_dir: Path, parent: int) -> int:
-    """A helper: train the trial's unclaimed seeds, from the last, until none is left. The
-    first seed is always the trial process's own: it reports to the pruner."""
+    """A helper: train the trial's unclaimed seeds, from the last, until none is left."""
     job = json.loads((trial_dir / "trial.json").read_text())
-    for seed in reversed(job["seeds"][1:]):
+    for seed in reversed(claims.helpable(job["seeds"])):
         if claims.claim(trial_dir, seed):
             _train_seed(job, trial_dir, seed, parent, False, True)
     return 0
