@@ -13,7 +13,9 @@ half-precision ops would:
   multiply V, half output, and the matching roundings in backward (:class:`_FlashAttention`);
 * every other op (layer norm, softmax, GELU, the loss...) runs in fp32, untouched;
 * gradients crossing any of those roundings on the way back are rounded the same way, which
-  reproduces autocast's half-precision internal gradients while parameter grads stay fp32.
+  reproduces autocast's half-precision internal gradients while parameter grads stay fp32;
+* a value already rounded (a half op's result, or a view of one) goes into the next half op
+  as it is: rounding it again would change nothing but the time.
 
 The rounding is a plain ``t.to(half).to(float32)``, so fp16 overflows to inf above 65504,
 rounds to subnormals below 6.1e-5 and flushes to zero below 2**-25, exactly like the format.
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from spikebench.config import PrecisionConfig
 
@@ -78,11 +81,16 @@ def round_to(
     """
     if x.dtype != torch.float32:
         return x
-    if x.requires_grad and torch.is_grad_enabled():
-        return _Round.apply(x, dtype, forward, backward)
-    # Without a graph there is no gradient to round, and skipping the autograd.Function
-    # saves its Python overhead.
-    return x.to(dtype).to(torch.float32) if forward else x
+    if forward and backward or not (x.requires_grad and torch.is_grad_enabled()):
+        # The two casts are differentiable and their backward casts the gradient the same
+        # way, in C++: no Python autograd node. Without a graph no gradient is rounded.
+        return x.to(dtype).to(torch.float32) if forward else x
+    return _Round.apply(x, dtype, forward, backward)
+
+
+def _round_(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` rounded through ``dtype`` in place (no graph): one half-size temporary."""
+    return t.copy_(t.to(dtype))
 
 
 class _FlashAttention(torch.autograd.Function):
@@ -97,6 +105,11 @@ class _FlashAttention(torch.autograd.Function):
     ``dk = ds.T @ q``; the incoming gradient is rounded to half too. The kernels recompute
     the probabilities from a saved log-sum-exp; this saves the (T, T) exps instead, trading
     memory for time on CPU.
+
+    CPU ``exp`` takes a slow path below fp32's normal range: 2-3x slower on -inf, 14x on
+    results that are subnormal. So ``s - max`` is clamped at -87 (exp 1.6e-38, where the
+    row sum is at least 1) and the masked entries are zeroed after the exp; an unmasked
+    probability under 1.6e-38 is taken as 1.6e-38, far below a half ulp of any output.
     """
 
     @staticmethod
@@ -108,13 +121,15 @@ class _FlashAttention(torch.autograd.Function):
         # A row whose keys are all masked gets max 0 and sum 1, hence output 0, not NaN.
         m = e.amax(dim=-1, keepdim=True)
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-        e.sub_(m).exp_()
+        e.sub_(m).clamp_(min=_EXP_FLOOR).exp_()
+        if bias is not None:
+            e.mul_(torch.isfinite(bias))
         denom = e.sum(dim=-1, keepdim=True)
         denom = torch.where(denom > 0, denom, torch.ones_like(denom))
         p = e.to(dtype).to(torch.float32)
         if keep is not None:
             p.mul_(keep)
-        out = torch.matmul(p, v).div_(denom).to(dtype).to(torch.float32)
+        out = _round_(torch.matmul(p, v).div_(denom), dtype)
         ctx.save_for_backward(q, k, v, e, denom, keep, out)
         ctx.scale, ctx.dtype = scale, dtype
         return out
@@ -123,19 +138,23 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, e, denom, keep, out = ctx.saved_tensors
         dtype = ctx.dtype
-        dout = dout.to(dtype).to(torch.float32)
+        dout = dout.to(dtype).to(torch.float32, memory_format=torch.contiguous_format)
         p = e / denom
-        p_half = p.to(dtype).to(torch.float32)
         dp = torch.matmul(dout, v.transpose(-2, -1))
         if keep is not None:
-            p_half.mul_(keep)
             dp.mul_(keep)
-        dv = torch.matmul(p_half.transpose(-2, -1), dout)
         delta = (dout * out).sum(dim=-1, keepdim=True)
-        ds = dp.sub_(delta).mul_(p).to(dtype).to(torch.float32)
+        ds = _round_(dp.sub_(delta).mul_(p), dtype)
+        p_half = _round_(p, dtype)  # p is this function's own, and ds has been taken
+        if keep is not None:
+            p_half.mul_(keep)
+        dv = torch.matmul(p_half.transpose(-2, -1), dout)
         dq = torch.matmul(ds, k).mul_(ctx.scale)
         dk = torch.matmul(ds.transpose(-2, -1), q).mul_(ctx.scale)
         return dq, dk, dv, None, None, None, None
+
+
+_EXP_FLOOR = -87.0  # exp(-87) = 1.6e-38 is still a normal fp32
 
 
 def _emulated_sdpa(
@@ -148,6 +167,7 @@ def _emulated_sdpa(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
+    is_half=lambda t: False,  # tensors already holding half values
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` as a half flash-attention kernel rounds it.
 
@@ -165,7 +185,8 @@ def _emulated_sdpa(
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
-    q, k, v = (round_to(t, dtype) for t in (query, key, value))
+    # Contiguous: the (T, T) matmuls run 1.4x faster than on the heads' strided views.
+    q, k, v = ((t if is_half(t) else round_to(t, dtype)).contiguous() for t in (query, key, value))
     if enable_gqa and k.size(-3) != q.size(-3):
         k = k.repeat_interleave(q.size(-3) // k.size(-3), dim=-3)
         v = v.repeat_interleave(q.size(-3) // v.size(-3), dim=-3)
@@ -239,24 +260,85 @@ class EmulatedAutocast(TorchFunctionMode):
         super().__init__()
         self.dtype = dtype
         self.flash_rounding = flash_rounding
+        # Results already rounded (and views of them, at the version they were rounded at).
+        self._half: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         # The mode is popped while its handler runs, so the calls below are not intercepted.
+        if func in _VALUE_KEEPING:
+            out = func(*args, **kwargs)
+            if args and self._is_half(args[0]):
+                self._mark(out)
+            return out
         if func is F.scaled_dot_product_attention and self.flash_rounding:
-            return _emulated_sdpa(self.dtype, *args, **kwargs)
+            return self._mark(_emulated_sdpa(self.dtype, *args, is_half=self._is_half, **kwargs))
         if func not in _HALF_OPS:
             return func(*args, **kwargs)
         args = tuple(self._round(a) for a in args)
         kwargs = {k: self._round(v) for k, v in kwargs.items()}
-        return self._round(func(*args, **kwargs))
+        return self._mark(self._round(func(*args, **kwargs)))
 
     def _round(self, x):
         if isinstance(x, torch.Tensor):
-            return round_to(x, self.dtype)
+            return x if self._is_half(x) else round_to(x, self.dtype)
         if isinstance(x, list | tuple):
             return type(x)(self._round(v) for v in x)
         return x
+
+    def _is_half(self, x) -> bool:
+        if not isinstance(x, torch.Tensor):
+            return False
+        version = self._half.get(x)
+        return version is not None and version == x._version
+
+    def _mark(self, out):
+        """Remembers that ``out`` (a tensor, or tensors in a tuple or list) holds half
+        values: a later half op takes it as it is. Its gradient is then rounded once, where
+        ``out`` was rounded, after the gradients of all its uses are summed (real autocast
+        rounds each use's gradient, then sums in half: a difference in the last bit, and
+        only for a result with several uses). An in-place change bumps the version."""
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32:
+            if not out.is_inference():  # inference tensors keep no version: always rounded
+                self._half[out] = out._version
+        elif isinstance(out, list | tuple):
+            for t in out:
+                self._mark(t)
+        return out
+
+
+# Ops whose results hold only values of their first argument: a result of one holds half
+# values if that argument did, so a half op after it need not round it again.
+_VALUE_KEEPING = frozenset(
+    {
+        torch.Tensor.view,
+        torch.Tensor.view_as,
+        torch.Tensor.reshape,
+        torch.Tensor.reshape_as,
+        torch.reshape,
+        torch.Tensor.transpose,
+        torch.transpose,
+        torch.Tensor.permute,
+        torch.permute,
+        torch.Tensor.t,
+        torch.Tensor.contiguous,
+        torch.Tensor.split,
+        torch.split,
+        torch.Tensor.chunk,
+        torch.chunk,
+        torch.Tensor.unbind,
+        torch.unbind,
+        torch.Tensor.__getitem__,
+        torch.Tensor.narrow,
+        torch.Tensor.flatten,
+        torch.flatten,
+        torch.Tensor.unflatten,
+        torch.Tensor.squeeze,
+        torch.Tensor.unsqueeze,
+        torch.Tensor.expand,
+        torch.Tensor.repeat_interleave,
+    }
+)
 
 
 @dataclass

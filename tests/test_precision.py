@@ -215,6 +215,58 @@ def test_emulated_autocast_rounds_matmul_inputs_and_outputs_only():
     assert not torch.equal(a @ b, _r(a @ b, BF16))  # the context is gone
 
 
+def test_a_half_result_is_not_rounded_again_until_it_changes_in_place():
+    """A result already rounded (and views of it) goes into the next half op as it is, with
+    the same values as if rounded again; once changed in place it is rounded again."""
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(6, 8)
+    col = torch.ones(3, 1)
+    with EmulatedAutocast(BF16):
+        y = F.linear(x, w)  # (4, 6), half values
+        view = y.view(8, 3)
+        again = view @ col
+        y.add_(torch.full_like(y, 2.0**-12))  # no longer half values
+        changed = y.view(8, 3) @ col
+    want_again = _r(_r(view, BF16) @ col, BF16)
+    assert torch.equal(again, want_again)
+    assert torch.equal(changed, _r(_r(y.view(8, 3), BF16) @ col, BF16))
+    assert not torch.equal(changed, _r(y.view(8, 3) @ col, BF16))  # the rounding mattered
+
+
+def test_emulated_autocast_under_inference_mode():
+    torch.manual_seed(0)
+    x, w1, w2 = torch.randn(4, 8), torch.randn(6, 8), torch.randn(5, 6)
+    with torch.inference_mode(), EmulatedAutocast(BF16):
+        got = F.linear(F.linear(x, w1), w2)
+    want = _r(F.linear(_r(F.linear(_r(x, BF16), _r(w1, BF16)), BF16), _r(w2, BF16)), BF16)
+    assert torch.equal(got, want)
+
+
+def test_a_skipped_rounding_changes_no_gradient_of_a_single_use():
+    """The second linear takes the first's rounded result as it is. The grads equal those
+    of rounding it again at the second's input (rounding is idempotent, forward and back)."""
+    torch.manual_seed(0)
+    x, up = torch.randn(4, 8), torch.randn(4, 5)
+    w1, w2 = torch.randn(6, 8) * 0.3, torch.randn(5, 6) * 0.3
+
+    def grads(fn):
+        a, b = w1.clone().requires_grad_(), w2.clone().requires_grad_()
+        fn(a, b).backward(up)
+        return a.grad, b.grad
+
+    def twice(a, b):  # every input and output rounded, as before the skip
+        h = round_to(F.linear(round_to(x, BF16), round_to(a, BF16)), BF16)
+        return round_to(F.linear(round_to(h, BF16), round_to(b, BF16)), BF16)
+
+    def emulated(a, b):
+        with EmulatedAutocast(BF16):
+            return F.linear(F.linear(x, a), b)
+
+    for got, want in zip(grads(emulated), grads(twice), strict=True):
+        assert torch.equal(got, want)
+        assert torch.equal(got, _r(got, BF16))
+
+
 def _compare(fn, inputs, upstream):
     """Outputs and input grads of ``fn`` as (emulated, real CPU bf16 autocast, fp32)."""
     res = []
@@ -270,6 +322,22 @@ def test_emulated_attention_tracks_the_real_flash_kernel():
     with torch.autocast("cpu", BF16):
         real = attn(q, k, v).float()
     assert (io_only == real).float().mean() < 0.85
+
+
+def test_emulated_attention_with_far_apart_scores_and_a_causal_mask():
+    """Scores 1000 apart put exp(s - max) far below fp32's normal range, where CPU exp is
+    slow; the emulation floors it there and zeroes the masked entries after the exp. Each
+    query then sees only its own key, so out = v and dv = dout, exactly, in bf16."""
+    q = torch.eye(8).repeat(1, 1, 1, 2)[..., :16] * 1000.0  # (1, 1, 8, 16): q_i . k_j = 1e6 d_ij
+    k = torch.eye(8).repeat(1, 1, 1, 2)[..., :16]
+    torch.manual_seed(0)
+    v = _r(torch.randn(1, 1, 8, 16), BF16).requires_grad_()
+    up = _r(torch.randn(1, 1, 8, 16), BF16)
+    with EmulatedAutocast(BF16):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
+    (dv,) = torch.autograd.grad(out, (v,), up)
+    assert torch.equal(out, v.detach())
+    assert torch.equal(dv, up)
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,19 @@ def describe(failure) -> str:
     return f"exit code {failure.exitcode}" + (f": {why}" if why else "")
 
 
+def cause(failures: dict) -> tuple[int, object]:
+    """The rank whose failure caused the others: torchrun's failure times are whole seconds,
+    so a rank that died and the peer the agent then stopped (SIGTERM) or whose collective
+    failed often tie. A rank killed by another signal comes first, then one that exited with
+    an error, then one stopped by SIGTERM; ties go to the earliest, then the lowest rank."""
+    def order(rank):
+        f = failures[rank]
+        stopped = f.exitcode < 0 and f.signal_name() == "SIGTERM"
+        return (2 if stopped else 0 if f.exitcode < 0 else 1), f.timestamp, rank
+    rank = min(failures, key=order)
+    return rank, failures[rank]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not die_with_parent():
@@ -52,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(args)
     except ChildFailedError as e:
-        rank, failure = e.get_first_failure()
+        rank, failure = cause(e.failures)
         print(f"data-parallel run failed: rank {rank} (pid {failure.pid}) "
               f"{describe(failure)}; the other ranks were stopped", file=sys.stderr)
         return 1
