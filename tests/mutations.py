@@ -11,13 +11,13 @@ later fails CI. Run it with ``make mutations`` or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,26 +151,87 @@ MUTATIONS = (
 )
 
 
-def run(m: Mutation | None, tests: tuple[str, ...], python: str) -> tuple[bool, float, str]:
-    """(tests failed, seconds, last line of pytest's output) with mutation ``m`` applied
-    (None: the code as it is)."""
-    with tempfile.TemporaryDirectory(prefix="spikebench-mutant-") as tmp:
-        copy = Path(tmp) / "repo"
-        shutil.copytree(ROOT, copy, ignore=COPY_IGNORE)
-        if m is not None:
-            target = copy / m.path
-            text = target.read_text()
-            if text.count(m.old) != 1:
-                raise SystemExit(f"mutation {m.name!r}: {m.old!r} occurs {text.count(m.old)} "
-                                 f"times in {m.path}, expected once (update tests/mutations.py)")
-            target.write_text(text.replace(m.old, m.new))
-        # The copy comes first on sys.path (cwd), ahead of the editable install.
-        env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
-        t0 = time.perf_counter()
-        proc = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                               "--hypothesis-profile=mutations", *tests], cwd=copy, env=env, capture_output=True, text=True)
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        return proc.returncode != 0, time.perf_counter() - t0, lines[-1] if lines else ""
+def _copy(m: Mutation | None, tmp: Path) -> Path:
+    """The repository copied to ``tmp`` with mutation ``m`` applied (None: as it is)."""
+    copy = tmp / "repo"
+    shutil.copytree(ROOT, copy, ignore=COPY_IGNORE)
+    if m is not None:
+        target = copy / m.path
+        text = target.read_text()
+        if text.count(m.old) != 1:
+            raise SystemExit(f"mutation {m.name!r}: {m.old!r} occurs {text.count(m.old)} "
+                             f"times in {m.path}, expected once (update tests/mutations.py)")
+        target.write_text(text.replace(m.old, m.new))
+    return copy
+
+
+def _child(copy: Path, tests: tuple[str, ...], out: Path) -> None:
+    """In a forked child: pytest on ``tests`` in ``copy``, its output to ``out``; exits."""
+    try:
+        os.setpgid(0, 0)  # a group of its own, with the processes its tests start
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(copy)
+        # The copy comes first on sys.path, ahead of the editable install, here and in the
+        # processes the tests start.
+        os.environ.update(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+        sys.path.insert(0, str(copy))
+        import pytest
+
+        rc = pytest.main(["-x", "-q", "-p", "no:cacheprovider",
+                          "--hypothesis-profile=mutations", *tests])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(rc))
+    except BaseException:  # noqa: BLE001 - a child must never return into the parent's loop
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(99)
+
+
+def run_all(jobs: list[tuple[Mutation | None, tuple[str, ...]]], at_once: int):
+    """Yield (job index, tests failed, seconds, last line of pytest's output) as each job
+    ends, ``at_once`` at a time. Each job runs in a child forked from this process, which
+    has imported torch (and torch._dynamo, which its optimizers import) but not spikebench:
+    the child imports the mutated copy's, and no child pays torch's start-up (about 5 s of
+    CPU on a slow CPU of this kind). Nothing here starts a thread, so forking is safe."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    assert "spikebench" not in sys.modules, "the children must import the mutated copy"
+    with tempfile.TemporaryDirectory(prefix="spikebench-mutants-") as tmp:
+        queue, running = list(enumerate(jobs)), {}
+        try:
+            yield from _drive(queue, running, Path(tmp), at_once)
+        finally:  # stopped early: no child outlives the copies it runs in
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def _drive(queue, running, tmp: Path, at_once: int):
+    """Start jobs from ``queue`` while fewer than ``at_once`` run; yield each as it ends."""
+    while queue or running:
+        while queue and len(running) < at_once:
+            index, (m, tests) = queue.pop(0)
+            where = tmp / str(index)
+            where.mkdir()
+            copy, out = _copy(m, where), where / "pytest.out"
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(copy, tests, out)
+            running[pid] = (index, out, time.perf_counter())
+        pid, status = os.wait()
+        index, out, t0 = running.pop(pid)
+        lines = out.read_text(errors="replace").strip().splitlines()
+        yield (index, os.waitstatus_to_exitcode(status) != 0, time.perf_counter() - t0,
+               lines[-1] if lines else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,25 +249,28 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{m.name}: {m.path}" for m in MUTATIONS))
         return 0
     # The guarding tests must pass on the code as it is, or a failure proves nothing. That
-    # run goes first in the queue; its verdict is checked before any mutation's counts.
+    # run goes first; its verdict is checked before any mutation's is printed.
     every = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        base = None if args.unmutated_passed else pool.submit(run, None, every, sys.executable)
-        runs = [(m, pool.submit(run, m, m.tests, sys.executable)) for m in chosen]
-        if base is not None:
-            failed, seconds, last = base.result()
-            if failed:
-                print(f"the guarding tests fail without any mutation ({last}); fix them first")
-                for _, f in runs:
-                    f.cancel()
-                return 1
-            print(f"unmutated: the guarding tests pass ({seconds:.0f}s)", flush=True)
-        survived = []
-        for m, f in runs:
-            caught, seconds, last = f.result()
+    jobs = [(m, m.tests) for m in chosen]
+    if not args.unmutated_passed:
+        jobs.insert(0, (None, every))
+    results: dict[int, tuple[bool, float, str]] = {}
+    survived, printed = [], 0
+    for index, failed, seconds, last in run_all(jobs, max(1, args.jobs)):
+        results[index] = (failed, seconds, last)
+        while printed in results:  # in the order of the list, as each is known
+            m, (failed, seconds, last) = jobs[printed][0], results[printed]
+            printed += 1
+            if m is None:
+                if failed:
+                    print(f"the guarding tests fail without any mutation ({last}); fix them "
+                          "first")
+                    return 1
+                print(f"unmutated: the guarding tests pass ({seconds:.0f}s)", flush=True)
+                continue
             # A test that fails, not one that errors: a copy missing something the tests
             # need would make every mutant "caught" (the unmutated run checks it fully).
-            caught = caught and " failed" in f" {last}" and " error" not in last
+            caught = failed and " failed" in f" {last}" and " error" not in last
             print(f"{'caught  ' if caught else 'SURVIVED'} {m.name} ({seconds:.0f}s: {last})",
                   flush=True)
             if not caught:

@@ -6,7 +6,7 @@ values raise :class:`~spikebench.errors.UserError` with one line naming the key,
 and what is allowed, before anything runs.
 """
 
-from spikebench.config.build import build, off_value, optional_key
+from spikebench.config.build import build, off_value, optional_key, value_at
 from spikebench.config.load import (
     BUDGET_KEYS,
     PACKAGE_ROOT,
@@ -40,5 +40,5 @@ __all__ = [
     "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "ResponseConfig",
     "RunConfig",
     "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "off_value", "optional_key", "from_dict", "load", "load_toml",
-    "parse_override", "resolve", "resolve_flat",
+    "parse_override", "resolve", "resolve_flat", "value_at",
 ]

@@ -108,6 +108,15 @@ def optional_key(cls: type, key: str) -> bool:
     return type(None) in typing.get_args(tp)
 
 
+def value_at(cfg: Any, key: str) -> Any:
+    """The value of dotted ``key`` in a built config (``optim.clip``); AttributeError names
+    the first part it lacks."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
 def off_value(value: Any) -> bool:
     """"off", "none" or "null", as a config reads them for an optional key."""
     return value is None or (isinstance(value, str) and value.lower() in _OFF)

@@ -71,10 +71,10 @@ def _base_value(study: Study):
         cfg = None
 
     def value(key: str) -> Any:
-        node: Any = cfg
-        for part in key.split("."):
-            node = getattr(node, part, None)
-        return node
+        try:
+            return cfgmod.value_at(cfg, key)
+        except AttributeError:
+            return None
     return value
 
 

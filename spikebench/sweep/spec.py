@@ -305,7 +305,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
     comparison = raw.get("comparison", {})
     arms = _parse_comparison(path, comparison, base, base_cfg, space)
     grid = _parse_grid(path, comparison.get("grid", {}), base, base_cfg, space)
-    at = {k: _config_value(base_cfg, k) for k in grid}
+    at = {k: cfgmod.value_at(base_cfg, k) for k in grid}
     for arm, values in arms.items():
         for k in grid:
             if k in values and values[k] != at[k]:
@@ -356,13 +356,6 @@ def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
                     "set train.steps instead")
 
 
-def _config_value(cfg: cfgmod.Config, key: str) -> Any:
-    node: Any = cfg
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
-
-
 def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
     """"off" ("none", "null") for a key that takes None means None, as ``train`` reads it
     (e.g. no clipping); for any other key (curriculum.kind = "off") it stays a value."""
@@ -390,7 +383,7 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
                    "must be a table, or false for no recipe arm")
     baseline = _offs(flatten(table.get("baseline", {})), space)
     for p in space:
-        baseline.setdefault(p.key, _config_value(base_cfg, p.key))
+        baseline.setdefault(p.key, cfgmod.value_at(base_cfg, p.key))
     arms_table = table.get("arms", {})
     if not isinstance(arms_table, dict):
         raise _err(path, "comparison.arms", arms_table, "must be a table of arms")
@@ -449,7 +442,7 @@ def _parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
                 raise UserError(f"{path}: {where}: {e}") from None
             if key in dims and not dims[key].contains(v):
                 raise _err(path, where, v, f"outside the search space ({dims[key].describe()})")
-        at = _config_value(base_cfg, key)
+        at = cfgmod.value_at(base_cfg, key)
         if at not in values:
             raise _err(path, where, values, f"must include the base config's value {at!r} "
                        "(where the strategy table compares the arms); set it in [config]")

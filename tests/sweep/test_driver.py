@@ -11,6 +11,7 @@ import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState
+from procs import processes_with
 from sweep_helpers import write_sweep
 
 from spikebench.errors import UserError
@@ -121,19 +122,6 @@ def test_single_objective_sets_constraints(tmp_path):
         assert t.intermediate_values  # validation losses reported for pruning
 
 
-def _trial_runners(marker: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "spikebench.sweep.runner" in cmd and marker in cmd:
-                pids.append(int(p.name))
-    return pids
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
     # A choices dimension too: its stored definition must compare equal on resume.
@@ -169,9 +157,9 @@ def test_killed_sweep_resumes_without_losing_finished_trials(tmp_path, sig):
     assert before
     # The orphaned trial process dies with its driver.
     deadline = time.time() + 10
-    while _trial_runners(str(trials_dir)) and time.time() < deadline:
+    while processes_with("spikebench.sweep.runner", str(trials_dir)) and time.time() < deadline:
         time.sleep(0.2)
-    assert not _trial_runners(str(trials_dir))
+    assert not processes_with("spikebench.sweep.runner", str(trials_dir))
 
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr

@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from procs import processes_with
 
 from spikebench import config as c
 from spikebench import metrics as M
@@ -193,19 +193,6 @@ def test_a_killed_data_parallel_run_resumes_to_the_uninterrupted_losses(tmp_path
     assert [r["step"] for r in meta["resumes"]] == [10]
 
 
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmd:
-                pids.append(int(p.name))
-    return pids
-
-
 def test_ranks_die_with_a_killed_spikebench_train(tmp_path):
     marker = f"ranks-of-{os.getpid()}"
     args = [a for o in [*TINY, f"run.out_dir={tmp_path}", f"run.name={marker}",
@@ -216,10 +203,10 @@ def test_ranks_die_with_a_killed_spikebench_train(tmp_path):
     while not (tmp_path / marker / "metrics.jsonl.partial").exists():  # the ranks train
         assert time.monotonic() < deadline and cli.poll() is None
         time.sleep(0.2)
-    assert len(_processes_with(marker)) >= 4  # the command, the agent, two ranks
+    assert len(processes_with(marker)) >= 4  # the command, the agent, two ranks
     cli.send_signal(signal.SIGKILL)
     cli.wait()
     deadline = time.monotonic() + 30
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
