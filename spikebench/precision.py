@@ -106,10 +106,10 @@ class _FlashAttention(torch.autograd.Function):
     the probabilities from a saved log-sum-exp; this saves the (T, T) exps instead, trading
     memory for time on CPU.
 
-    CPU ``exp`` takes a slow path below fp32's normal range: 2-3x slower on -inf, 14x on
-    results that are subnormal. So ``s - max`` is clamped at -87 (exp 1.6e-38, where the
-    row sum is at least 1) and the masked entries are zeroed after the exp; an unmasked
-    probability under 1.6e-38 is taken as 1.6e-38, far below a half ulp of any output.
+    CPU ``exp`` takes a slow path on -inf and on results below fp32's normal range. So
+    ``s - max`` is clamped at -87 (exp 1.6e-38, where the row sum is at least 1) and the
+    masked entries are zeroed after the exp; an unmasked probability under 1.6e-38 is taken
+    as 1.6e-38, far below a half ulp of any output.
     """
 
     @staticmethod
@@ -185,7 +185,7 @@ def _emulated_sdpa(
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
-    # Contiguous: the (T, T) matmuls run 1.4x faster than on the heads' strided views.
+    # Contiguous: the (T, T) matmuls are faster than on the heads' strided views.
     q, k, v = ((t if is_half(t) else round_to(t, dtype)).contiguous() for t in (query, key, value))
     if enable_gqa and k.size(-3) != q.size(-3):
         k = k.repeat_interleave(q.size(-3) // k.size(-3), dim=-3)

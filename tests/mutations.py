@@ -196,8 +196,8 @@ def run_all(jobs: list[tuple[Mutation | None, tuple[str, ...]]], at_once: int):
     """Yield (job index, tests failed, seconds, last line of pytest's output) as each job
     ends, ``at_once`` at a time. Each job runs in a child forked from this process, which
     has imported torch (and torch._dynamo, which its optimizers import) but not spikebench:
-    the child imports the mutated copy's, and no child pays torch's start-up (about 5 s of
-    CPU on a slow CPU of this kind). Nothing here starts a thread, so forking is safe."""
+    the child imports the mutated copy's, and no child pays torch's start-up. Nothing here
+    starts a thread, so forking is safe."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
 
