@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean
+.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean example-report
 
 install: $(STAMP)
 
@@ -70,6 +70,13 @@ bench: install
 
 report: install
 	$(BIN)/spikebench report $(STUDY) $(ARGS)
+
+# The committed example report and the study it is written from, regenerated together: the
+# default sweep in a temporary folder, then the files the report reads and the report.
+EXAMPLE ?= reports/example-default
+example-report: install
+	tmp=$$(mktemp -d) && $(BIN)/spikebench sweep sweeps/default.toml --results $$tmp && \
+	  $(BIN)/python -m spikebench.report.example $$tmp/default $(EXAMPLE) && rm -rf $$tmp
 
 train: install
 	$(BIN)/spikebench train $(ARGS)

@@ -3,9 +3,12 @@
 Two kinds of comparison. On the environment the baseline was recorded on (same device,
 CPU, threads, torch, corpus), every per-step training loss must match exactly: a
 determinism check, like torchtitan's loss comparison. Elsewhere float results differ, so
-each metric is judged by a one-sided exact Mann-Whitney test over the seeds at a stated
-level, and only a median shift of at least a minimum effect counts. Performance is judged
-on ratios (overhead against a bare loop, MFU, sweep scaling), never on absolute times.
+each metric is judged by a one-sided exact Mann-Whitney test over the seeds, and only a
+median shift of at least a minimum effect counts. A run makes one such test per scenario and
+metric, so its tests are one family per direction, corrected by Holm's step-down procedure
+at the suite's level: on unchanged code the chance that any of them calls a regression is at
+most that level. Performance is judged on ratios (overhead against a bare loop, MFU, sweep
+scaling), never on absolute times.
 """
 
 from __future__ import annotations
@@ -39,8 +42,11 @@ class Judged:
     baseline: float | None
     current: float | None
     effect: float | None  # current - baseline (medians, or ratios for performance)
-    p: float | None
+    p: float | None  # the raw one-sided p (the direction of the verdict, else the smaller)
     test: str
+    # p Holm-adjusted over the run's family, same direction as ``p``: the p that decides
+    # (a verdict needs p_holm <= the family level).
+    p_holm: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -90,23 +96,181 @@ def _shift(cur: float, base: float) -> float | None:
     return None if math.isnan(d) else d
 
 
+def holm(ps: Sequence[float], level: float) -> list[bool]:
+    """Holm's step-down procedure: which of the hypotheses are rejected, with a family-wise
+    error rate of at most ``level`` whatever the dependence between the tests. The k-th
+    smallest of the m p's (k = 1..m) is compared with level / (m - k + 1); every p before
+    the first that misses its threshold is rejected, none from it on."""
+    out = [False] * len(ps)
+    for k, i in enumerate(sorted(range(len(ps)), key=lambda i: ps[i])):
+        if ps[i] > level / (len(ps) - k):
+            break
+        out[i] = True
+    return out
+
+
+def holm_adjusted(ps: Sequence[float]) -> list[float]:
+    """Holm-adjusted p's: the smallest family level at which Holm rejects each hypothesis,
+    max over j <= k of min(1, (m - j + 1) p_(j)); ``holm(ps, level)`` rejects exactly those
+    with an adjusted p <= ``level`` (up to float rounding at equality)."""
+    out, running = [1.0] * len(ps), 0.0
+    for k, i in enumerate(sorted(range(len(ps)), key=lambda i: ps[i])):
+        running = max(running, min(1.0, (len(ps) - k) * ps[i]))
+        out[i] = running
+    return out
+
+
+@dataclass(frozen=True)
+class MetricCase:
+    """One Mann-Whitney test of a bench run: a metric of a scenario, both sides' seeds."""
+
+    scenario: str
+    metric: str
+    current: Sequence[Any]
+    baseline: Sequence[Any]
+    min_effect: float
+
+
+def _verdict(effect: float | None, worse: float, better: float, *, level: float,
+             min_effect: float) -> str:
+    """From the Holm-adjusted p of each direction and the median shift."""
+    if effect is not None and worse <= level and effect >= min_effect:
+        return "regressed"
+    if effect is not None and better <= level and -effect >= min_effect:
+        return "improved"
+    return "pass"
+
+
+def judge_metrics(cases: Sequence[MetricCase], *, level: float) -> list[Judged]:
+    """Every test of a run, with Holm's procedure at family level ``level`` over all of them.
+
+    The one-sided p's that the current seeds are larger (worse) are one family, those that
+    they are smaller (better) another: a run fails on a regression only, so the false-alarm
+    bound is the regression family's, and improvements, reported beside them, get the same
+    guarantee from their own family without spending the regressions' level (so any
+    verdict other than pass, either way, has a chance of at most 2 x level). A case
+    regresses when Holm rejects its "worse" hypothesis and its median grew by at least its
+    minimum effect (the minimum effect only removes verdicts, so the bound holds); improved
+    the other way round; else pass."""
+    worse = [mann_whitney_greater(c.current, c.baseline) for c in cases]
+    better = [mann_whitney_greater(c.baseline, c.current) for c in cases]
+    adj_worse, adj_better = holm_adjusted(worse), holm_adjusted(better)
+    m, out = len(cases), []
+    for c, w, b, aw, ab in zip(cases, worse, better, adj_worse, adj_better, strict=True):
+        cur, base = _median(c.current), _median(c.baseline)
+        effect = _shift(cur, base)
+        verdict = _verdict(effect, aw, ab, level=level, min_effect=c.min_effect)
+        p, p_holm = (w, aw) if verdict == "regressed" or (verdict == "pass" and w <= b) \
+            else (b, ab)
+        test = (f"one-sided exact Mann-Whitney over {len(c.current)} vs {len(c.baseline)} "
+                f"seeds, Holm over {m} test{'s' if m != 1 else ''} at family level {level:g}, "
+                f"min effect {c.min_effect:g}")
+        out.append(Judged(c.scenario, c.metric, verdict, _finite(base), _finite(cur),
+                          _finite(effect), p, test, p_holm))
+    return out
+
+
 def judge_metric(scenario: str, metric: str, current: Sequence[Any], baseline: Sequence[Any],
                  *, level: float, min_effect: float) -> Judged:
-    """Regressed when the current seeds are larger (worse) at one-sided p <= ``level`` and
-    the median grew by at least ``min_effect``; improved the other way round; else pass."""
-    cur, base = _median(current), _median(baseline)
-    effect = _shift(cur, base)
-    worse = mann_whitney_greater(current, baseline)
-    better = mann_whitney_greater(baseline, current)
-    test = (f"one-sided exact Mann-Whitney over {len(current)} vs {len(baseline)} seeds, "
-            f"level {level:g}, min effect {min_effect:g}")
-    verdict = "pass"
-    if effect is not None and worse <= level and effect >= min_effect:
-        verdict = "regressed"
-    elif effect is not None and better <= level and -effect >= min_effect:
-        verdict = "improved"
-    return Judged(scenario, metric, verdict, _finite(base), _finite(cur), _finite(effect),
-                  min(worse, better), test)
+    """One test alone (a family of one, where Holm is the plain test at ``level``):
+    regressed when the current seeds are larger (worse) at one-sided p <= ``level`` and the
+    median grew by at least ``min_effect``; improved the other way round; else pass."""
+    return judge_metrics([MetricCase(scenario, metric, current, baseline, min_effect)],
+                         level=level)[0]
+
+
+def _reachable_p(n: int, m: int) -> float:
+    return min_p(n, m) if 0 < n <= EXACT_UP_TO and 0 < m <= EXACT_UP_TO else 1.0
+
+
+def out_of_order_allowed(n: int, m: int, threshold: float) -> int | None:
+    """The most pairs (of the n x m, no ties) that may be out of order, current below
+    baseline, for the exact test still to give p <= ``threshold``; None if even a complete
+    separation does not."""
+    # table[i, j][u]: how many splits of i current and j baseline values, all distinct, have
+    # u pairs out of order (the Gaussian binomial's coefficients). The largest value is
+    # current's (no new pair) or baseline's (out of order with every current value).
+    table = {(0, j): [1] for j in range(m + 1)} | {(i, 0): [1] for i in range(n + 1)}
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            a, b = table[i - 1, j], [0] * i + table[i, j - 1]
+            table[i, j] = [(a[u] if u < len(a) else 0) + (b[u] if u < len(b) else 0)
+                           for u in range(max(len(a), len(b)))]
+    total, seen, best = math.comb(n + m, n), 0, None
+    for u, count in enumerate(table[n, m]):
+        seen += count
+        if seen / total > threshold:
+            break
+        best = u
+    return best
+
+
+@dataclass(frozen=True)
+class Family:
+    """The Holm family of a run's Mann-Whitney tests (one per direction), and its level."""
+
+    tests: int
+    level: float
+    seeds: tuple[int, int]  # (current, baseline) seeds of the test whose smallest p is least
+
+    @property
+    def smallest_p(self) -> float:
+        """The smallest p any test of the family can give: 1 / C(n + m, n)."""
+        return _reachable_p(*self.seeds) if self.tests else 1.0
+
+    @property
+    def first_threshold(self) -> float:
+        """Holm's first (strictest) threshold, level / tests: no test can be rejected unless
+        some p reaches it."""
+        return self.level / self.tests if self.tests else 0.0
+
+    @property
+    def can_reject(self) -> bool:
+        return self.tests > 0 and self.smallest_p <= self.first_threshold
+
+
+def family_of(cases: Sequence[MetricCase], level: float) -> Family:
+    seeds = min(((len(c.current), len(c.baseline)) for c in cases),
+                key=lambda s: _reachable_p(*s), default=(0, 0))
+    return Family(len(cases), level, seeds)
+
+
+def false_alarm_note(f: Family) -> str:
+    """What the family's verdicts mean: the chance of a false alarm on unchanged code, and
+    whether its tests can reject at all (the smallest p against Holm's first threshold)."""
+    if not f.tests:
+        return ("False alarms: this run makes no Mann-Whitney test (no scenario is in both "
+                "the run and the baseline), so none can call a regression.")
+    n, m = f.seeds
+    tests = f"{f.tests} Mann-Whitney tests of this run are" if f.tests != 1 else \
+        "1 Mann-Whitney test of this run is"
+    note = (f"False alarms: the {tests} corrected by "
+            f"Holm's procedure at family level {f.level:g} (regressions one family, "
+            "improvements another), so on unchanged code the chance that any of them calls "
+            f"a regression is at most {f.level:g} ({100 * f.level:g}%).")
+    first = f"Holm's first threshold {f.level:g}/{f.tests} = {f.first_threshold:.3g}"
+    reach = (f"the smallest p a test can give is 1/{math.comb(n + m, n)} = "
+             f"{f.smallest_p:.3g}, " + ("within " if f.can_reject else "above ") + first
+             if f.smallest_p < 1 else
+             f"the exact test cannot run (it takes 1 to {EXACT_UP_TO} seeds per side)")
+    if f.can_reject:
+        k = out_of_order_allowed(n, m, f.first_threshold)
+        how = ("its seeds separate completely" if not k else
+               f"at most {k} of its {n * m} seed pairs {'is' if k == 1 else 'are'} out "
+               "of order")
+        return (f"{note} With {n} vs {m} seeds {reach}: the most "
+                f"significant test can call a regression when {how} and its median moves by "
+                "at least the minimum effect (each later step's threshold is larger).")
+    need = next((k for k in range(1, EXACT_UP_TO + 1)
+                 if min_p(k, k) <= f.first_threshold), None)
+    enough = (f"at least {need} seeds per side (smallest p 1/{math.comb(2 * need, need)})"
+              if need else f"more seeds than the exact test takes ({EXACT_UP_TO} per side)")
+    most = math.floor(f.level / f.smallest_p + 1e-9)
+    fewer = (f" or at most {most} test{'s' if most != 1 else ''} per family" if most else "")
+    return (f"{note} But with {n} vs {m} seeds {reach}: no test of this "
+            "family can call a regression or an improvement, whatever the data, so only the "
+            "exact loss check (same environment) and the performance ratios can fail this "
+            f"run. For the tests to be able to reject, use {enough}{fewer}.")
 
 
 def _finite(x: float | None) -> float | None:

@@ -23,8 +23,11 @@ from spikebench.bench.compare import (
     METRICS,
     PERF_METRICS,
     Judged,
+    MetricCase,
+    false_alarm_note,
+    family_of,
     first_mismatch,
-    judge_metric,
+    judge_metrics,
     judge_perf,
     same_environment,
 )
@@ -82,10 +85,24 @@ def measure_perf(suite: Suite, out_dir: Path, jobs: int | None) -> dict[str, Any
     return perf
 
 
+def metric_cases(current: dict[str, Any], baseline: dict[str, Any], suite: Suite
+                 ) -> list[MetricCase]:
+    """The run's Mann-Whitney tests, one Holm family per direction: every metric of every
+    scenario that is in both the run and the baseline."""
+    return [MetricCase(name, metric, [s.get(metric) for s in cur["seeds"].values()],
+                       [s.get(metric) for s in baseline["scenarios"][name]["seeds"].values()],
+                       suite.min_effect[metric])
+            for name, cur in current["scenarios"].items() if name in baseline["scenarios"]
+            for metric in METRICS]
+
+
 def compare(current: dict[str, Any], baseline: dict[str, Any], suite: Suite
             ) -> tuple[list[Judged], list[str]]:
-    """Every verdict, and the environment keys that differ (empty: the exact check ran)."""
+    """Every verdict, and the environment keys that differ (empty: the exact check ran).
+    The metrics' verdicts are decided together, by Holm's procedure over the whole run."""
     differs = same_environment(current["environment"], baseline["environment"])
+    judged = {(j.scenario, j.metric): j for j in judge_metrics(
+        metric_cases(current, baseline, suite), level=suite.level)}
     out: list[Judged] = []
     for name, cur in current["scenarios"].items():
         base = baseline["scenarios"].get(name)
@@ -100,11 +117,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], suite: Suite
                               None if not bad else bad[3], None if not bad else bad[2], None,
                               None, "every step's training loss bit for bit (same environment)"
                               + (f": seed {bad[0]} differs from step {bad[1]}" if bad else "")))
-        for metric in METRICS:
-            out.append(judge_metric(
-                name, metric, [s.get(metric) for s in cur["seeds"].values()],
-                [s.get(metric) for s in base["seeds"].values()],
-                level=suite.level, min_effect=suite.min_effect[metric]))
+        out.extend(judged[name, metric] for metric in METRICS)
     for metric in PERF_METRICS:
         cur_v, base_v = current.get("perf", {}).get(metric), baseline.get("perf", {}).get(metric)
         if cur_v is not None or base_v is not None:
@@ -120,11 +133,19 @@ def _fmt(x: Any) -> str:
 
 
 def table(verdicts: list[Judged]) -> str:
+    """One row per verdict: "p" is the raw one-sided p, "Holm p" the adjusted one that
+    decides a metric's verdict (with its minimum effect)."""
     rows = [[v.scenario, v.metric, v.verdict.upper() if v.verdict in FAILING else v.verdict,
-             _fmt(v.baseline), _fmt(v.current), _fmt(v.effect), _fmt(v.p), v.test]
-            for v in verdicts]
+             _fmt(v.baseline), _fmt(v.current), _fmt(v.effect), _fmt(v.p), _fmt(v.p_holm),
+             v.test] for v in verdicts]
     return tabulate(rows, headers=["scenario", "metric", "verdict", "baseline", "now",
-                                   "change", "p", "test"], tablefmt="github")
+                                   "change", "p", "Holm p (decides)", "test"],
+                    tablefmt="github")
+
+
+def markdown(name: str, summary: str, note: str, verdicts: list[Judged]) -> str:
+    """bench.md: the summary line, what a false alarm's chance is, and the table."""
+    return f"# Bench {name}\n\n{summary}\n\n{note}\n\n{table(verdicts)}\n"
 
 
 def _read_baseline(path: Path) -> dict[str, Any]:
@@ -174,15 +195,20 @@ def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool
            else "another environment (" + ", ".join(
                f"{k}: {baseline['environment'].get(k)!r} -> {current['environment'].get(k)!r}"
                for k in differs) + "): compared statistically only, never exactly")
-    text = table(verdicts)
+    family = family_of(metric_cases(current, baseline, suite), suite.level)
+    note = false_alarm_note(family)
     failed = [v for v in verdicts if v.verdict in FAILING]
     summary = (f"bench {suite.name}: {len(failed)} regression(s) against {base_file} "
                f"({how}; {current['seconds']:.0f} s)")
     atomic_write_json(out_dir / "bench.json", {
         **current, "baseline": str(base_file), "environment_differs": differs,
+        "family": {**dataclasses.asdict(family), "smallest_p": family.smallest_p,
+                   "first_threshold": family.first_threshold,
+                   "can_reject": family.can_reject, "note": note},
         "verdicts": [v.as_dict() for v in verdicts]})
-    atomic_write_text(out_dir / "bench.md", f"# Bench {suite.name}\n\n{summary}\n\n{text}\n")
-    print(text)
+    atomic_write_text(out_dir / "bench.md", markdown(suite.name, summary, note, verdicts))
+    print(table(verdicts))
     print(summary)
+    print(note)
     print(f"written: {out_dir / 'bench.md'}, {out_dir / 'bench.json'}")
     return 1 if failed else 0

@@ -105,11 +105,18 @@ def load_suite(path: str | Path) -> Suite:
     if n > EXACT_UP_TO:
         raise UserError(f"{path}: study.seeds has {n} seeds: a bench suite takes at most "
                         f"{EXACT_UP_TO} (its exact test enumerates every split of the seeds)")
-    if min_p(n, n) > level:
-        need = next(k for k in range(1, EXACT_UP_TO + 1) if min_p(k, k) <= level)
+    # Holm's first threshold over the run's tests (every metric of every scenario): a test
+    # whose smallest p lies above it can never call a regression.
+    tests = len(spec.arms) * len(METRICS)
+    first = level / tests
+    if min_p(n, n) > first:
+        need = next((k for k in range(1, EXACT_UP_TO + 1) if min_p(k, k) <= first), None)
+        fix = (f"use at least {need} seeds" if need else
+               f"raise bench.level or use fewer scenarios ({EXACT_UP_TO} seeds cannot reach it)")
         raise UserError(f"{path}: study.seeds has {n} seed(s): the exact test's smallest p is "
-                        f"then {min_p(n, n):.3g} > bench.level = {level:g}, so no regression "
-                        f"could ever be found; use at least {need} seeds")
+                        f"then {min_p(n, n):.3g} > bench.level / {tests} tests = {first:.3g} "
+                        f"(Holm's first threshold), so no regression could ever be found; "
+                        f"{fix}")
     effects = raw.get("min_effect", {})
     if not isinstance(effects, dict) or set(effects) - set(METRICS):
         bad = sorted(set(effects) - set(METRICS))[0] if isinstance(effects, dict) else effects

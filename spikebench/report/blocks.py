@@ -60,6 +60,7 @@ class Table:
     rows: list[list[Cell]]
     sortable: bool = False
     numeric: list[bool] = field(default_factory=list)  # right-align these columns
+    detail: str = ""  # a detail table's title: HTML folds it under this, markdown heads it
 
 
 Block = Heading | Para | Bullets | Table | Image
@@ -97,6 +98,8 @@ def num(x: Any) -> str:
     a = abs(x)
     if a == 0:
         return "0"
+    if float(x).is_integer() and a < 1e15:
+        return f"{int(x):,}"  # a whole number reads the same whatever its type: 12, not 12.0
     if a >= 1000:
         return f"{x:,.0f}"
     if a >= 100:

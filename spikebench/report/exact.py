@@ -43,12 +43,16 @@ def _signs(n: int) -> np.ndarray:
     return sample
 
 
-def sign_flip_p(z: Sequence[float]) -> float:
-    """Two-sided p-value of the paired sign-flip test of "the z are symmetric about 0".
+def sign_flip_p(z: Sequence[float], side: int = 0) -> float:
+    """p-value of the paired sign-flip test of "the z are symmetric about 0".
 
-    Exact (every sign pattern) up to :data:`EXACT_UP_TO` values. On 0/1 outcomes,
-    ``z = recipe - baseline`` makes it McNemar's exact test. An infinite z (a censored time
-    that could be anything) leaves nothing to reject: p = 1.
+    ``side`` 0: two-sided; +1: one-sided against "the z lean positive" (the share of sign
+    patterns whose sum is at least the observed one); -1: against "they lean negative".
+    By the null's symmetry a one-sided p is half the two-sided one in its own direction, so
+    a one-sided test at ``ALPHA / 2`` rejects exactly where the two-sided 95% interval
+    excludes the value. Exact (every sign pattern) up to :data:`EXACT_UP_TO` values. On 0/1
+    outcomes, ``z = recipe - baseline`` makes it McNemar's exact test. An infinite z leaves
+    nothing to reject: p = 1.
     """
     x = np.asarray(z, dtype=float)
     if x.size == 0 or not np.isfinite(x).all():
@@ -56,9 +60,14 @@ def sign_flip_p(z: Sequence[float]) -> float:
     x = x[x != 0]
     if x.size == 0:
         return 1.0
-    sums = np.abs(_signs(x.size) @ x)
-    observed = abs(float(x.sum()))
-    return float(np.mean(sums >= observed * (1 - 1e-12)))
+    sums = _signs(x.size) @ x
+    observed = float(x.sum())
+    tol = 1e-12 * max(abs(observed), float(np.abs(x).max()))
+    if side > 0:
+        return float(np.mean(sums >= observed - tol))
+    if side < 0:
+        return float(np.mean(sums <= observed + tol))
+    return float(np.mean(np.abs(sums) >= abs(observed) - tol))
 
 
 def min_pairs(alpha: float = ALPHA) -> int:
@@ -112,9 +121,10 @@ def shift_interval(diffs: Sequence[float]) -> Interval:
     return Interval(mean, lo, hi, int(d.size), method)
 
 
-def ratio_p(a: Sequence[float], b: Sequence[float], ratio: float) -> float:
-    """p-value of "mean(a) = ratio x mean(b)": the sign-flip test on a - ratio x b."""
-    return sign_flip_p([x - ratio * y for x, y in zip(a, b, strict=True)])
+def ratio_p(a: Sequence[float], b: Sequence[float], ratio: float, side: int = 0) -> float:
+    """p-value of "mean(a) = ratio x mean(b)": the sign-flip test on a - ratio x b
+    (``side`` as in :func:`sign_flip_p`: +1 against "a is more than ratio x b")."""
+    return sign_flip_p([x - ratio * y for x, y in zip(a, b, strict=True)], side)
 
 
 def relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
@@ -149,10 +159,13 @@ def relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     return Interval(value, lo, hi, n, method)
 
 
-def t_interval(values: Sequence[float]) -> Interval:
-    """Mean and Student-t 95% interval of one arm's values over its seeds."""
+def t_interval(values: Sequence[float], lo: float | None = None,
+               hi: float | None = None) -> Interval:
+    """Mean and Student-t 95% interval of one arm's values over its seeds, truncated to
+    the values possible (``lo``, ``hi``: e.g. 0 and the step budget): the mean cannot lie
+    outside them, so a t-interval's end beyond one only claims the impossible."""
     x = [float(v) for v in values]
-    method = "t-interval"
+    method = "t-interval" if lo is None and hi is None else "t-interval, truncated"
     if not x:
         return Interval(None, None, None, 0, method, "no values")
     mean = statistics.fmean(x)
@@ -162,7 +175,9 @@ def t_interval(values: Sequence[float]) -> Interval:
     if sd == 0:
         return Interval(mean, None, None, len(x), method, "every seed equal")
     half = t_quantile(1 - ALPHA / 2, len(x) - 1) * sd / math.sqrt(len(x))
-    return Interval(mean, mean - half, mean + half, len(x), method)
+    low, high = mean - half, mean + half
+    return Interval(mean, low if lo is None else max(lo, low),
+                    high if hi is None else min(hi, high), len(x), method)
 
 
 def t_quantile(p: float, df: int) -> float:

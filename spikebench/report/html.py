@@ -141,6 +141,9 @@ def render_block(block: bl.Block, images: dict[str, bytes]) -> str:
     if isinstance(block, bl.Bullets):
         return "<ul>" + "".join(f"<li>{_spans(i)}</li>" for i in block.items) + "</ul>"
     if isinstance(block, bl.Table):
+        if block.detail:
+            return (f"<details><summary>{esc(block.detail)}</summary>\n{html_table(block)}"
+                    "\n</details>")
         return html_table(block)
     if isinstance(block, bl.Image):
         data = base64.b64encode(images[block.name]).decode("ascii")

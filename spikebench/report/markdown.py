@@ -58,7 +58,8 @@ def render_block(block: bl.Block, images: dict[str, str]) -> str:
     if isinstance(block, bl.Bullets):
         return "\n".join("- " + _spans(item) for item in block.items)
     if isinstance(block, bl.Table):
-        return md_table(block)
+        head = f"**{md_escape(block.detail)}**\n\n" if block.detail else ""
+        return head + md_table(block)
     if isinstance(block, bl.Image):
         return f"![{md_escape(block.alt)}]({images[block.name]})"
     raise TypeError(f"unknown block {type(block).__name__}")

@@ -13,8 +13,10 @@ from typing import Any
 from spikebench.report.data import Study, TrialRecord
 from spikebench.values import finite
 
-CONVERGENCE_LABEL = ("convergence (median steps to target; a miss: steps x final/target loss;"
-                     " diverged: 3 x steps)")
+# As spikebench.scoring.trial.convergence and aggregate compute it.
+CONVERGENCE_LABEL = ("convergence (median over seeds of the steps to target; a miss: steps x "
+                     "(2 - target / final loss), between 1 and 2 x steps; a trial with a "
+                     "diverged seed: (2 + the diverged share) x steps)")
 CONVERGENCE_SHORT = "convergence (steps; lower is better)"
 
 

@@ -169,3 +169,69 @@ def paired_rate_diff_ci(pairs: Pairs, *, level: float = LEVEL) -> Estimate:
         counts[int(x), int(y)] += 1
     return newcombe_paired_ci(counts[1, 1], counts[1, 0], counts[0, 1], counts[0, 0],
                               level=level)
+
+
+def _poisson_cdf(k: int, mu: float) -> float:
+    if k < 0:
+        return 0.0
+    if mu <= 0:
+        return 1.0
+    return math.fsum(math.exp(i * math.log(mu) - mu - math.lgamma(i + 1)) for i in range(k + 1))
+
+
+def poisson_ci(k: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """Exact (Garwood) interval of a Poisson mean from one count ``k``: never below 0,
+    conservative (covers at least ``level``). 0 gives [0, 3.69]; 3 gives [0.619, 8.77]."""
+    if k < 0:
+        raise ValueError(f"poisson_ci: k={k} < 0")
+    alpha = 1 - level
+    top = k + 20 * math.sqrt(k + 1) + 20
+    lo = 0.0 if k == 0 else _bisect(lambda m: _poisson_cdf(k - 1, m), 1 - alpha / 2, 0.0, top)
+    hi = _bisect(lambda m: _poisson_cdf(k, m), alpha / 2, 0.0, top)
+    return lo, hi
+
+
+def cp_bound(k: int, n: int, tail: float, upper: bool) -> float:
+    """One-sided Clopper-Pearson limit of a rate k/n with ``tail`` probability outside it:
+    the upper limit solves P(X <= k) = tail, the lower P(X >= k) = tail."""
+    if upper:
+        return 1.0 if k == n else _bisect(lambda p: _binom_cdf(k, n, p), tail)
+    return 0.0 if k == 0 else _bisect(lambda p: _binom_cdf(k - 1, n, p), 1 - tail)
+
+
+def rate_ratio_p(k1: int, k2: int, n: int, ratio: float, side: int) -> float:
+    """One-sided p of "rate1 = ratio x rate2" against ``side`` -1 ("rate1 is below ratio x
+    rate2") or +1 ("above"), from one-sided Clopper-Pearson limits of each rate combined by
+    Bonferroni: reject at level 2b when rate1's upper limit at b is below ratio x rate2's
+    lower limit at b (for side -1). Exact and valid whatever the correlation of the paired
+    arms (it uses only each arm's own count), so conservative."""
+    def rejects(b: float) -> bool:
+        if side < 0:
+            return cp_bound(k1, n, b, True) < ratio * cp_bound(k2, n, b, False)
+        return cp_bound(k1, n, b, False) > ratio * cp_bound(k2, n, b, True)
+
+    if n <= 0 or not rejects(0.5):
+        return 1.0
+    lo, hi = 0.0, 0.5  # rejects(b) grows with b: the smallest b that rejects
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if rejects(mid):
+            hi = mid
+        else:
+            lo = mid
+    return min(1.0, 2 * hi)
+
+
+def rate_ratio_exact(k1: int, k2: int, n: int, *, level: float = LEVEL) -> Estimate:
+    """The ratio of two success rates k1/n over k2/n and the interval of ratios that
+    :func:`rate_ratio_p` does not reject at (1 - level) / 2 on either side: the
+    Clopper-Pearson limits at (1 - level) / 4 each, divided. A baseline that never succeeds
+    gives an infinite upper end but a finite lower one (6/6 over 0/6: 0.93)."""
+    if n <= 0:
+        return NONE
+    tail = (1 - level) / 4
+    l1, u1 = cp_bound(k1, n, tail, False), cp_bound(k1, n, tail, True)
+    l2, u2 = cp_bound(k2, n, tail, False), cp_bound(k2, n, tail, True)
+    value = (k1 / k2 if k2 else (math.inf if k1 else None))
+    return Estimate(value, l1 / u2, u1 / l2 if l2 > 0 else math.inf, n,
+                    "exact (Clopper-Pearson limits of each rate, Bonferroni)")

@@ -1,11 +1,13 @@
-"""Verdicts on the article's claims: each decided by an exact paired test, named and printed.
+"""Verdicts on the article's claims: each decided by two one-sided exact tests, both named
+and printed.
 
-A claim "the recipe changes X by c" is *supported* when the sign-flip test rejects "no
-change" (p < 0.05) in the claimed direction and does not reject c, or the estimate goes
-beyond c; *not supported* when it rejects c with the estimate short of it; else
-*inconclusive*. A censored time (a miss: at least the budget) must agree with the verdict
-whatever its true value: "supported" is tested with the recipe's misses unbounded and the
-baseline's at the budget, "not supported" the other way round.
+A claim "the recipe changes X by c" gets one of five verdicts (:data:`VERDICTS`): the claim
+is reached (*supported*), a real change smaller than claimed, a real change whose size the
+seeds cannot pin down, the claim rejected with no real change shown (*not supported*), or
+neither test rejects (*inconclusive*). Each one-sided test runs at ``ALPHA / 2``, so a
+verdict agrees with the two-sided 95% interval printed beside it. Times are judged as a
+restricted mean at the budget (a miss counts the budget), a quantity every seed measures
+exactly, so one missed seed cannot block a verdict for ever.
 """
 
 from __future__ import annotations
@@ -23,106 +25,163 @@ from spikebench.report.exact import (
     sign_flip_p,
 )
 
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+SIDE_ALPHA = ALPHA / 2  # each one-sided test; together they match the 95% interval
+SUPPORTED = "supported"
+SMALLER = "real, smaller than claimed"
+REAL = "real, size not shown"
+NOT_SUPPORTED = "not supported"
+INCONCLUSIVE = "inconclusive"
 NOT_JUDGED = "not judged"
 SEEDS_CAP = 1000
 
+# What each verdict means, in the order a reader meets them; the report prints these.
+VERDICTS = {
+    SUPPORTED: "the claim was reached: the estimate is at or beyond the claimed change and "
+               "the test rejects no change in the claimed direction",
+    SMALLER: "the test rejects no change in the claimed direction and rejects the claimed "
+             "change: a real effect, smaller than the claim",
+    REAL: "the test rejects no change in the claimed direction, the estimate falls short "
+          "of the claim and the claim is not rejected: a real effect whose size the seeds "
+          "cannot pin down",
+    NOT_SUPPORTED: "the claimed change is rejected and no change in its direction is shown",
+    INCONCLUSIVE: "neither no change nor the claimed change is rejected",
+}
+
 RULES = (
     "each claim is a relative change of the recipe's mean over the baseline's on matched "
-    "seeds (recipe / baseline - 1). Time: tested with the exact paired sign-flip "
-    "permutation test on recipe - (1 + change) x baseline (it assumes those differences are "
-    "symmetric); its 95% interval is every change the test does not reject at 5%. Success "
-    "(0/1 per seed): no change is tested with McNemar's exact test, and the ratio of the "
-    "two rates gets the MOVER interval of their Wilson limits. supported: the test rejects "
-    "no change (p < 0.05) with the estimate in the claimed direction, and the interval "
-    "reaches the claimed change; not supported: the claimed change is rejected (the sign-flip "
-    "test at it gives p < 0.05, or for success it lies outside the 95% interval) with the "
-    "estimate short of it; inconclusive: anything else. With fewer than {MIN_PAIRS} differing pairs no test can reach p < 0.05 "
-    f"(all in one direction: 2/2^{MIN_PAIRS - 1} = {2 * 0.5 ** (MIN_PAIRS - 1):.4f}), so "
-    "no interval is given and the verdict is inconclusive. Time to target is censored: a "
-    "miss or a divergence only says the time is at least the budget (the steps, or the "
-    "run's whole wall time); the table shows the restricted mean (misses counted at the "
-    "budget, a lower bound), and a verdict stands only if it holds for every value the "
-    "censored times could take. The verdict on time uses steps, which do not depend on the "
-    "hardware; wall time is judged only where no arm's precision is emulated. p-values and "
-    "intervals are not adjusted for the number of claims. Seeds to settle (inconclusive "
-    "only): n x (interval half-width / distance)^2, where distance is how far the estimate "
-    "lies from the farther of zero and the claim; it assumes the estimate and spread stay as "
-    f"measured, is at least {MIN_PAIRS} and at most {SEEDS_CAP}.")
+    "seeds (recipe / baseline - 1). Two one-sided exact tests decide, each at "
+    f"p < {SIDE_ALPHA:g}: one against no change, in the claimed direction, and one against "
+    "the claimed change, in the direction that would refute it; at that level they reject "
+    "exactly the changes outside the two-sided 95% interval. Time: the paired sign-flip "
+    "permutation test on recipe - (1 + change) x baseline (it assumes those differences "
+    "are symmetric under the change tested); the interval is every change it does not "
+    "reject. The estimand is the restricted mean time to target at the budget: a miss or a "
+    "divergence counts the budget (the steps, or the whole run's wall time), so every "
+    "seed's value is known and a miss cannot block a verdict. Success (0/1 per seed): no "
+    "change is tested with McNemar's exact test (the sign-flip test on 0/1 pairs), the "
+    "claimed ratio of rates with each rate's one-sided Clopper-Pearson limit combined by "
+    "Bonferroni (exact whatever the arms' correlation, so conservative), and the interval "
+    "of the ratio inverts that second test, so it can hold no change where McNemar's test, "
+    "which uses the pairing, rejects it. The verdicts: "
+    + "; ".join(f"{k}: {v}" for k, v in VERDICTS.items())
+    + f". With fewer than {MIN_PAIRS} differing pairs the test against no change cannot "
+    f"reach p < {SIDE_ALPHA:g} (its smallest p, all pairs in one direction, is "
+    f"1/2^{MIN_PAIRS - 1} = {0.5 ** (MIN_PAIRS - 1):.4f} with {MIN_PAIRS - 1} and "
+    f"1/2^{MIN_PAIRS} = {0.5 ** MIN_PAIRS:.4f} with {MIN_PAIRS}), so such a claim can be "
+    "rejected but not supported; with "
+    f"fewer than {MIN_PAIRS} pairs no interval is given. Where both arms miss the target on "
+    "every seed the verdict is "
+    "inconclusive: the budget, not the seeds, blocks it; a verdict against a time claim "
+    "names the baseline's misses, counted at the budget though their times are longer. The "
+    "verdict on time uses steps, which do not depend on the hardware; "
+    "wall time is judged only where no arm's precision is emulated. p-values and intervals "
+    "are not adjusted for the number of claims. Seeds to settle (inconclusive, or a real "
+    "change of unknown size): n x (interval half-width / distance)^2, where distance is how "
+    "far the estimate lies from the farther of zero and the claim (from the claim, for a "
+    "real change); it assumes the estimate and spread stay as measured, and is capped at "
+    f"{SEEDS_CAP} (printed ≥{SEEDS_CAP}). With fewer than {MIN_PAIRS} differing pairs it is "
+    f"the seeds that would give {MIN_PAIRS} at the measured rate of differing pairs, a lower "
+    "bound (printed ≥); none where every seed ties.")
 
 
 @dataclass(frozen=True)
 class Verdict:
     verdict: str
     reason: str
-    p_no_change: float | None  # the test of "no change" that decides "supported"
-    p_claim: float | None  # the test of the claimed change that decides "not supported"
-    interval: Interval  # estimate and interval on the values as shown (misses at budget)
+    p_no_change: float | None  # one-sided, in the claimed direction
+    p_claim: float | None  # one-sided, in the direction that would refute the claim
+    interval: Interval  # estimate and 95% interval of the relative change
     seeds_needed: int | None
+    seeds_at_least: bool = False  # seeds_needed is a lower bound (printed ≥)
 
 
-def _decide(a: list[float], b: list[float], claimed: float) -> tuple[str, float, float]:
-    p0, pc = ratio_p(a, b, 1.0), ratio_p(a, b, 1.0 + claimed)
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
+def _p(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _decide(p0: float, pc: float, change: float | None, claimed: float) -> str:
     s = 1.0 if claimed > 0 else -1.0
-    if not all(math.isfinite(x) for x in a + b) or mb == 0:
-        # Unbounded values test nothing; a zero baseline makes any gain infinite.
-        change = math.inf * s if mb == 0 and ma > 0 and s > 0 else math.nan
-    else:
-        change = ma / mb - 1
-    if p0 < ALPHA and s * change > 0 and (s * change >= s * claimed or pc >= ALPHA):
-        return SUPPORTED, p0, pc
-    if pc < ALPHA and s * change < s * claimed:
-        return NOT_SUPPORTED, p0, pc
-    return INCONCLUSIVE, p0, pc
+    real = p0 < SIDE_ALPHA
+    refuted = pc < SIDE_ALPHA
+    reached = change is not None and not math.isnan(change) and s * change >= s * claimed
+    if real and reached:
+        return SUPPORTED
+    if real:
+        return SMALLER if refuted else REAL
+    return NOT_SUPPORTED if refuted else INCONCLUSIVE
+
+
+def _reason(verdict: str, p0: float, pc: float, iv: Interval, claimed: float,
+            test0: str) -> str:
+    tests = f"{test0}p = {_p(p0)} against no change, p = {_p(pc)} against the claim"
+    if verdict == SUPPORTED:
+        return f"{test0}p = {_p(p0)} against no change; the estimate reaches the claim"
+    if verdict == REAL:
+        return f"{tests}, which lies inside the 95% interval"
+    if verdict == NOT_SUPPORTED and iv.value is not None and iv.value * claimed < 0:
+        return f"{tests}; the change goes the other way"
+    return tests
+
+
+def _seeds(verdict: str, iv: Interval, claimed: float, differing: int,
+           n: int) -> tuple[int | None, bool]:
+    """Seeds that would likely settle an open verdict, and whether that is a lower bound."""
+    if verdict not in (INCONCLUSIVE, REAL):
+        return None, False
+    if differing < MIN_PAIRS:
+        if differing == 0:  # every seed ties: nothing to extrapolate from
+            return None, False
+        need = math.ceil(n * MIN_PAIRS / differing)
+        return min(max(need, MIN_PAIRS), SEEDS_CAP), True
+    if iv.value is None or iv.lo is None or iv.hi is None or not all(
+            math.isfinite(x) for x in (iv.value, iv.lo, iv.hi)):
+        return None, False
+    distance = (abs(iv.value - claimed) if verdict == REAL
+                else max(abs(iv.value), abs(iv.value - claimed)))
+    if distance == 0:
+        return None, False
+    need = math.ceil(n * ((iv.hi - iv.lo) / 2 / distance) ** 2)
+    need = min(max(need, n + 1, MIN_PAIRS), SEEDS_CAP)
+    return need, need == SEEDS_CAP
+
+
+def _verdict(p0: float, pc: float, iv: Interval, claimed: float, differing: int, n: int,
+             *, test0: str = "", pairs: str = "differing") -> Verdict:
+    verdict = _decide(p0, pc, iv.value, claimed)
+    why = _reason(verdict, p0, pc, iv, claimed, test0)
+    if verdict == INCONCLUSIVE and differing < MIN_PAIRS:
+        why = (f"only {differing} {pairs} pair(s): {test0 or 'an exact test '}needs "
+               f"{MIN_PAIRS} to reject no change at p < {SIDE_ALPHA:g}")
+    need, at_least = _seeds(verdict, iv, claimed, differing, n)
+    return Verdict(verdict, why, p0, pc, iv, need, at_least)
 
 
 def judge(shown: tuple[list[float], list[float]], claimed: float, *,
-          worst: tuple[list[float], list[float]] | None = None,
-          best: tuple[list[float], list[float]] | None = None) -> Verdict:
-    """The verdict on ``claimed`` (e.g. -0.25) from paired values (recipe, baseline).
-
-    ``shown`` are the values the table prints; for censored data ``worst`` and ``best`` are
-    the same pairs with each censored value at the bound least and most favourable to the
-    claim: "supported" must hold on ``worst``, "not supported" on ``best``.
-    """
+          misses: tuple[list[bool], list[bool]] | None = None) -> Verdict:
+    """The verdict on ``claimed`` (e.g. -0.25) from paired values (recipe, baseline), each a
+    restricted time (a miss at the budget); ``misses`` flags the values that are misses:
+    where both arms miss on every seed the budget, not the seeds, blocks a verdict, and a
+    verdict against the claim says how many baseline misses it counted at the budget."""
     a, b = shown
     iv = relative_interval(a, b)
     if not a:
         return Verdict(INCONCLUSIVE, "no matched seeds", None, None, iv, None)
-    sup, p0, _ = _decide(*(worst or shown), claimed)
-    nots, _, pc = _decide(*(best or shown), claimed)
-    # The table prints the p-values of the values it shows; a reason names the decisive one.
-    shown_verdict, p0_shown, pc_shown = _decide(a, b, claimed)
+    s = 1 if claimed > 0 else -1
+    p0, pc = ratio_p(a, b, 1.0, s), ratio_p(a, b, 1.0 + claimed, -s)
     differing = sum(1 for x, y in zip(a, b, strict=True) if x != y)
-    if sup == SUPPORTED:
-        return Verdict(SUPPORTED, f"p = {p0:.3g} against no change", p0_shown, pc_shown, iv,
-                       None)
-    if nots == NOT_SUPPORTED:
-        return Verdict(NOT_SUPPORTED, f"p = {pc:.3g} against the claimed change", p0_shown,
-                       pc_shown, iv, None)
-    if differing < MIN_PAIRS:
-        why = (f"only {differing} differing pair(s): an exact test needs {MIN_PAIRS} to "
-               "reach p < 0.05")
-    elif shown_verdict != INCONCLUSIVE:
-        why = (f"{shown_verdict} only if the censored times stop at the budget; they could "
-               "be longer")
-    else:
-        why = f"p = {p0_shown:.3g} against no change, {pc_shown:.3g} against the claim"
-    return Verdict(INCONCLUSIVE, why, p0_shown, pc_shown, iv,
-                   _seeds_needed(iv, claimed, differing))
-
-
-def _seeds_needed(iv: Interval, claimed: float, differing: int) -> int | None:
-    if iv.value is None or not math.isfinite(iv.value):
-        return None
-    if iv.lo is None or iv.hi is None or not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
-        return MIN_PAIRS if differing < MIN_PAIRS else None
-    distance = max(abs(iv.value), abs(iv.value - claimed))
-    if distance == 0:
-        return None
-    need = math.ceil(iv.n * ((iv.hi - iv.lo) / 2 / distance) ** 2)
-    return min(max(need, iv.n + 1, MIN_PAIRS), SEEDS_CAP)
+    v = _verdict(p0, pc, iv, claimed, differing, len(a))
+    if misses is None:
+        return v
+    if all(misses[0]) and all(misses[1]):
+        return Verdict(INCONCLUSIVE, "both arms miss the target on every seed: a longer "
+                       "budget, not more seeds, would settle it", p0, pc, iv, None)
+    base_missed = sum(misses[1])
+    if v.verdict in (SMALLER, NOT_SUPPORTED) and base_missed:
+        # The restricted mean counts a miss at the budget: it understates a gain there.
+        return Verdict(v.verdict, v.reason + f"; the baseline missed on {base_missed} seed(s), "
+                       "counted at the budget though its times there are longer", p0, pc, iv,
+                       v.seeds_needed, v.seeds_at_least)
+    return v
 
 
 def not_judged(shown: tuple[list[float], list[float]], why: str) -> Verdict:
@@ -132,26 +191,24 @@ def not_judged(shown: tuple[list[float], list[float]], why: str) -> Verdict:
 
 def judge_success(shown: tuple[list[float], list[float]], claimed: float) -> Verdict:
     """The verdict on a relative change of the success rate: McNemar's exact test against
-    no change, the MOVER interval of the rate ratio against the claim."""
+    no change, the Bonferroni-combined Clopper-Pearson test against the claimed ratio, and
+    the interval that inverts it (:func:`~spikebench.report.stats.rate_ratio_exact`)."""
     a, b = shown
     n = len(a)
-    est = stats.rate_ratio_ci(int(sum(a)), int(sum(b)), n)
-    iv = Interval(None if est.value is None else est.value - 1,
-                  None if est.lo is None else est.lo - 1,
-                  None if est.hi is None else est.hi - 1, n, est.method,
-                  "" if est.lo is not None else "the baseline never succeeds")
+    k1, k2 = int(sum(a)), int(sum(b))
+    est = stats.rate_ratio_exact(k1, k2, n)
+    method = "exact ratio of rates (Clopper-Pearson, Bonferroni)"
+
+    def rel(x):
+        return None if x is None else x - 1
+
+    iv = Interval(rel(est.value), rel(est.lo), rel(est.hi), n, method,
+                  "" if est.value is not None else "neither arm ever succeeds")
     if not n:
         return Verdict(INCONCLUSIVE, "no matched seeds", None, None, iv, None)
-    p0 = sign_flip_p([x - y for x, y in zip(a, b, strict=True)])
-    change = iv.value if iv.value is not None else math.nan
-    reaches = iv.hi is not None and iv.hi >= claimed
-    if p0 < ALPHA and change > 0 and (change >= claimed or reaches):
-        return Verdict(SUPPORTED, f"McNemar p = {p0:.3g} against no change", p0, None, iv, None)
-    if iv.hi is not None and iv.hi < claimed:
-        return Verdict(NOT_SUPPORTED, "the claimed change lies above the 95% interval", p0,
-                       None, iv, None)
+    s = 1 if claimed > 0 else -1
+    p0 = sign_flip_p([x - y for x, y in zip(a, b, strict=True)], s)
+    pc = stats.rate_ratio_p(k1, k2, n, 1.0 + claimed, -s)
     discordant = sum(1 for x, y in zip(a, b, strict=True) if x != y)
-    why = (f"only {discordant} discordant pair(s): McNemar's test needs {MIN_PAIRS} to reach "
-           "p < 0.05" if discordant < MIN_PAIRS else f"McNemar p = {p0:.3g} against no change")
-    return Verdict(INCONCLUSIVE, why, p0, None, iv, _seeds_needed(iv, claimed, discordant))
-
+    return _verdict(p0, pc, iv, claimed, discordant, n, test0="McNemar ",
+                    pairs="discordant")

@@ -23,7 +23,7 @@ SUITE = """
 [study]
 name = "tiny"
 target_loss = 4.5
-seeds = [0, 1]
+seeds = [0, 1, 2, 3]
 trials = 0
 
 [config]
@@ -41,7 +41,7 @@ recipe = false
 "clipped" = { "optim.clip" = 0.3 }
 
 [bench]
-level = 0.2  # 2 seeds per side: the exact test's smallest p is 1/6
+level = 0.2  # 4 seeds per side: smallest p 1/70, within Holm's first threshold 0.2 / 8
 
 [bench.perf]
 overhead_steps = 0
@@ -92,7 +92,7 @@ def test_a_recorded_baseline_holds_the_environment_and_every_loss(recorded):
     env = base["environment"]
     assert {"device", "cpu_model", "torch_threads", "torch", "python", "corpus"} <= set(env)
     seeds = base["scenarios"]["clipped"]["seeds"]
-    assert set(seeds) == {"0", "1"} and len(seeds["0"]["losses"]) == 30
+    assert set(seeds) == {"0", "1", "2", "3"} and len(seeds["0"]["losses"]) == 30
     assert {"n_events", "severity", "steps_to_target", "final_val_loss"} <= set(seeds["0"])
 
 
@@ -206,5 +206,6 @@ def test_bad_suite_input_is_one_line(tmp_path, capsys):
     (tmp_path / "few.toml").write_text(SUITE.replace("level = 0.2", "level = 0.05"))
     assert main(["bench", "--suite", str(tmp_path / "few.toml")]) == 2
     err = capsys.readouterr().err
-    assert "smallest p is then 0.167 > bench.level = 0.05" in err and "at least 3 seeds" in err
+    assert ("smallest p is then 0.0143 > bench.level / 8 tests = 0.00625" in err
+            and "at least 5 seeds" in err)
     assert not (tmp_path / "results").exists()  # nothing was run

@@ -52,11 +52,14 @@ def test_structure_and_first_table_is_the_strategy_table(built):
                   "Corpus sha256:", "Search space", "Spike definition:"):
         assert label in md
     tables = _tables(md)
-    first = tables[0]
-    assert "Spike events / 1k steps" in first[0] and "Article: expected effect" in first[0]
+    first = tables[0]  # the compact strategy table, then its detail
+    assert "Spikes / 1k steps" in first[0] and "Article: expected effect" in first[0]
     assert len(first) == 2 + len(ARMS)
     assert "+40% training success, -25% training time" in first[-1]
-    claims = tables[1]
+    assert ": inconclusive" in first[-1]  # the recipe's row carries the claims' verdicts
+    detail = tables[1]
+    assert "Spike events / 1k steps" in detail[0] and len(detail) == len(first)
+    claims = tables[2]
     assert len(claims) == 2 + 3 and "Verdict" in claims[0]
     # 3 matched seeds: no exact paired test can reach p < 0.05, so every verdict is open.
     verdicts = [re.split(r"(?<!\\)\|", row)[8].strip().split("<br>")[0] for row in claims[2:]]

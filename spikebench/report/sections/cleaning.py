@@ -97,7 +97,7 @@ def blocks(info: CleaningInfo, images: frozenset[str]) -> list[Block]:
              Cell(_cell(r["share"], pct)), Cell(_cell(r["precision"], pct)),
              Cell(_cell(r["recall"], pct)), Cell(r["example"])] for r in info.rows]
     return [para("What each arm's cleaners removed from its training split before training "
-                 "(mean over seeds, range in brackets), and how much of it was the "
+                 "(mean over seeds, range in parentheses), and how much of it was the "
                  "contamination the run planted, byte by byte."),
             Table(["Arm", "Removed by", "Seeds", "Units", "Bytes", "Share of the split",
                    "Precision", "Recall", "Example"], rows),

@@ -8,6 +8,7 @@ that the sections needing it are empty.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -15,13 +16,31 @@ from spikebench.report.arms import classify_arm, table_arms
 from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
 from spikebench.report.data import Study, TrialRecord, trial_job
 from spikebench.report.sections.section import Info
+from spikebench.spikes.evidence import EvidenceParams
+from spikebench.spikes.rules import DefaultRule
 from spikebench.values import finite
 
+
 # The spike rules of spikebench.spikes.rules, in one line each.
+def _default_rule_text() -> str:
+    """The default rule in words, from its own defaults (so the text cannot go stale)."""
+    d = {k: v.default for k, v in inspect.signature(DefaultRule.__init__).parameters.items()
+         if v.default is not inspect.Parameter.empty}
+    e = EvidenceParams()
+    return (f"residual above the median of the previous {d['level_window']} values, in "
+            "sigmas of the local noise (MAD of the step differences over the previous "
+            f"{d['window']} values); on the loss, multi-step evidence: a residual above "
+            f"{e.k_big:g} sigma is a spike at once, a rise that comes back within "
+            f"{e.max_len} rows is a spike if its peak exceeds {e.k_peak:g} sigma or its "
+            f"summed residuals {e.k_multi:g} sigma (against the larger of the long-run "
+            "sigma and the noise around it), and a rise that does not come back is a level "
+            f"shift, not a spike; on log(grad norm), a residual above {d['k']:g} sigma; plus "
+            f"a loss jump over {d['jump']:g} nat above the running minimum in the first "
+            f"{d['min_periods']} steps")
+
+
 RULE_TEXT = {
-    "default": "robust residual above a local median level > 5.5 sigma (MAD of step "
-               "differences), plus a loss jump > 1 nat above the running minimum in the "
-               "first 16 steps",
+    "default": _default_rule_text(),
     "zscore": "value > mean + 3 sd of the previous 100 values",
     "olmo": "|value - mean| >= 7 sd of the previous 1000 values (OLMo 2 spike score)",
     "olmo_online": "value > mean + 6 sd of the previous 128 values (OLMo-core)",

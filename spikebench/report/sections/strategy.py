@@ -1,9 +1,10 @@
-"""Section 1, the article's strategy table, measured: one row per designed comparison arm.
+"""Section 2, the article's strategy table, measured: one row per designed comparison arm.
 
-Each row prints the article's columns for the strategy the arm tests beside five
-measurements, each with a 95% CI and the paired difference vs the baseline over matched
-seeds, so claim and measurement sit side by side. Without a designed comparison the section
-says so: effects are never estimated from search trials.
+A compact table leads: per arm and measure one value and its paired difference vs the
+baseline, marked where the exact test rejects no change, with the article's expected
+effect and the verdicts on its claims beside it. A detail table below holds each value's
+interval, the seeds behind it and the difference's interval. Without a designed comparison
+the section says so: effects are never estimated from search trials.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ from spikebench.report.blocks import (
 )
 from spikebench.report.data import Study, TrialRecord
 from spikebench.report.scores import success
+from spikebench.report.sections import claims
 from spikebench.report.sections.claims import whole_run_seconds
 from spikebench.report.sections.section import Info
 from spikebench.values import finite
 
 NO_INTERVAL = ("(no interval): one seed, every seed equal, or, for a paired difference, fewer "
                f"than {exact.MIN_PAIRS} pairs (an exact test cannot reject anything with fewer)")
-UNADJUSTED = ("intervals are unadjusted for multiplicity: across arms and measures, some will "
-              "exclude zero by chance")
+UNADJUSTED = ("marks and intervals are unadjusted for multiplicity: across arms and measures, "
+              "some will exclude zero by chance")
+BETTER, WORSE = "✓", "✗"
+# Measures of the compact table: (key, column, higher is better).
+MEASURES = (("spikes", "Spikes / 1k steps", False), ("steps_to_target", "Steps to target", False),
+            ("seconds_to_target", "Wall time to target (s)", False),
+            ("final_loss", "Final val loss", False), ("success", "Success", True))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,17 +55,32 @@ class StrategyInfo(Info):
     baseline_complete: bool = False
 
 
-def _metric(arm: dict[int, Any], base: dict[int, Any] | None, is_baseline: bool) -> dict:
-    """An arm's mean over its seeds with a value (t-interval), and the mean paired
-    difference vs the baseline over the seeds both have a value for (exact sign-flip
-    interval); none for the baseline itself."""
-    out = asdict(exact.t_interval([v for v in arm.values() if finite(v)]))
+def _metric(arm: dict[int, Any], base: dict[int, Any] | None, is_baseline: bool,
+            bounds: tuple[float | None, float | None] = (0.0, None)) -> dict:
+    """An arm's mean over its seeds with a value (t-interval truncated to ``bounds``), and
+    the mean paired difference vs the baseline over the seeds both have a value for (exact
+    sign-flip interval, and the test's two-sided p); none for the baseline itself."""
+    out = asdict(exact.t_interval([v for v in arm.values() if finite(v)], *bounds))
     out["of"] = len(arm)
     out["delta"] = None
     if base is not None and not is_baseline:
         seeds = sorted(s for s in set(arm) & set(base) if finite(arm[s]) and finite(base[s]))
-        out["delta"] = asdict(exact.shift_interval([arm[s] - base[s] for s in seeds]))
+        diffs = [arm[s] - base[s] for s in seeds]
+        out["delta"] = {**asdict(exact.shift_interval(diffs)),
+                        "p": exact.sign_flip_p(diffs) if diffs else None}
     return out
+
+
+def _spike_rate(d: dict[int, dict], budget: int) -> dict:
+    """Spontaneous events per 1k steps pooled over the seeds (each runs the budget), with
+    the exact Poisson (Garwood) interval of the pooled count: never below zero."""
+    counts = [int(v["n_events"]) for v in d.values() if finite(v.get("n_events"))]
+    if not counts or budget <= 0:
+        return asdict(exact.Interval(None, None, None, 0, "exact Poisson", "no values"))
+    scale = 1000.0 / (len(counts) * budget)
+    lo, hi = stats.poisson_ci(sum(counts))
+    return asdict(exact.Interval(sum(counts) * scale, lo * scale, hi * scale, len(counts),
+                                 "exact Poisson (Garwood), pooled over seeds"))
 
 
 def _times(d: dict[int, dict], key: str, bound_of) -> dict[int, float | None]:
@@ -98,11 +120,16 @@ def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool,
     rate["delta"] = None
     if bs is not None and not is_baseline:
         pairs = stats.pair_by_seed(succ, success(bs))
-        rate["delta"] = asdict(stats.paired_rate_diff_ci(pairs))
+        # Newcombe's interval is approximate; the mark rests on McNemar's exact test.
+        rate["delta"] = {**asdict(stats.paired_rate_diff_ci(pairs)),
+                         "p": exact.sign_flip_p([x - y for _, x, y in pairs]) if pairs
+                         else None}
+    spikes = _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"), is_baseline)
+    spikes.update(_spike_rate(ps, budget))
     out = {
-        "spikes": _metric(col(ps, "events_per_1k"), bs and col(bs, "events_per_1k"),
-                          is_baseline),
-        "steps_to_target": _metric(steps(ps), bs and steps(bs), is_baseline),
+        "spikes": spikes,
+        "steps_to_target": _metric(steps(ps), bs and steps(bs), is_baseline,
+                                   (0.0, float(budget))),
         "seconds_to_target": _metric(seconds(ps), bs and seconds(bs), is_baseline),
         "final_loss": _metric(final(ps), bs and final(bs), is_baseline),
         "success": rate,
@@ -115,14 +142,17 @@ def _arm_metrics(t: TrialRecord, base: TrialRecord | None, is_baseline: bool,
 
 def info(study: Study) -> StrategyInfo:
     """One row per arm: its strategy, the article's columns, and ``spikes`` (events per 1k
-    steps, mean), ``steps_to_target``/``seconds_to_target`` (median over the seeds that
-    reached it, ``n`` of ``of``), ``final_loss`` (mean over completed seeds) and ``success``
-    (exact CI; Newcombe's paired interval for its difference). An arm with no completed
-    trial is a row with ``status`` and no measurements, not a missing row.
+    steps pooled over seeds, exact Poisson interval), ``steps_to_target`` and
+    ``seconds_to_target`` (restricted mean: a miss counts the budget; ``reached`` of
+    ``of``), ``final_loss`` (mean over completed seeds) and ``success`` (exact CI; its
+    difference with Newcombe's approximate paired interval and McNemar's exact p). The
+    recipe's row carries the verdicts on the article's headline claims. An arm with no
+    completed trial is a row with ``status`` and no measurements, not a missing row.
     """
     if not has_comparison(study):
         return StrategyInfo.unavailable(NO_COMPARISON)
     base = study.arm_trial("baseline")
+    claimed = claims.info(study)
     rows = []
     for arm in table_arms(study):
         cls = classify_arm(study, arm)
@@ -144,6 +174,9 @@ def info(study: Study) -> StrategyInfo:
         row["seeds"] = len(t.per_seed)
         row["diverged"] = sum(s.get("status") == "diverged" for s in t.per_seed)
         row.update(_arm_metrics(t, base, arm == "baseline", study.steps))
+        if arm == "recipe" and claimed.available:
+            row["verdicts"] = [(c["claim"], c["metric"].split(" (")[0], c["verdict"])
+                               for c in claimed.rows]
         rows.append(row)
     texts = [article.SOURCE_NOTE, UNADJUSTED, NO_INTERVAL]
     if base is None:
@@ -156,6 +189,8 @@ def info(study: Study) -> StrategyInfo:
                         steps=study.steps, baseline_complete=base is not None)
 
 
+COMPACT = ["Strategy", "Seeds", *(c for _, c, _ in MEASURES), "Article: expected effect",
+           "Verdicts on the article's claims"]
 COLUMNS = ["Strategy", "Arm", "Seeds", "Spike events / 1k steps", "Steps to target",
            "Wall time to target (s)", "Final val loss", "Success rate",
            "Article: where it applies", "Article: expected effect", "Article: difficulty"]
@@ -163,6 +198,38 @@ COLUMNS = ["Strategy", "Arm", "Seeds", "Spike events / 1k steps", "Steps to targ
 
 def _sort(m: dict[str, Any] | None) -> float | None:
     return m.get("value") if m else None
+
+
+def mark(d: dict[str, Any] | None, higher_is_better: bool) -> str:
+    """✓ where the exact test rejects no change (two-sided p < ALPHA) and the arm is
+    better, ✗ where it is worse; "" where the test does not reject or there is none."""
+    if not d or d.get("p") is None or d["p"] >= exact.ALPHA or not d.get("value"):
+        return ""
+    return BETTER if (d["value"] > 0) == higher_is_better else WORSE
+
+
+def _compact_cell(m: dict[str, Any], higher_is_better: bool, fmt, dfmt) -> Cell:
+    d = m.get("delta")
+    text = fmt(m.get("value"))
+    if d and d.get("value") is not None:
+        text += f" (Δ {dfmt(d['value'])}{' ' + mark(d, higher_is_better) if mark(d, higher_is_better) else ''})"
+    return Cell(text, _sort(m))
+
+
+def _compact_row(r: dict[str, Any]) -> list[Cell]:
+    head = [Cell(r["label"])]
+    effect = Cell(r["claim"]["effect"])
+    if r.get("status") != "complete":
+        return head + [Cell(r["status"])] + [Cell(DASH)] * len(MEASURES) + [effect, Cell(DASH)]
+    cells = []
+    for key, _, higher in MEASURES:
+        if key == "success":
+            cells.append(_compact_cell(r[key], higher, pct, points))
+        else:
+            cells.append(_compact_cell(r[key], higher, num, signed))
+    verdicts = "\n".join(f"{claim} ({metric}): {v}" for claim, metric, v in
+                         r.get("verdicts", [])) or DASH
+    return head + [Cell(str(r["seeds"]), r["seeds"])] + cells + [effect, Cell(verdicts)]
 
 
 def _row(r: dict[str, Any]) -> list[Cell]:
@@ -195,14 +262,28 @@ def _row(r: dict[str, Any]) -> list[Cell]:
 
 def blocks(s: StrategyInfo, images: frozenset[str]) -> list[Block]:
     return [para("Each strategy alone added to the baseline, and the combined recipe, on "
-                 "the same seeds. Cells: mean [95% t-interval over the arm's seeds]; Δ: mean "
-                 "paired difference vs the baseline over matched seeds [exact sign-flip "
-                 "95% interval]. Spike events: spontaneous loss-spike events per 1,000 "
-                 "steps (events that overlap an injected fault are the fault's, counted "
-                 f"apart); time to target (validation loss {num(s.target_loss)}): restricted "
-                 "mean, a miss or a divergence counted at the budget (steps) or the whole "
-                 "run (seconds), a lower bound; final loss: mean over completed seeds; "
-                 "success: completed without divergence and reached the target (exact "
-                 "Clopper-Pearson interval; Δ in percentage points, Newcombe's paired "
-                 "score interval)."),
-            Table(COLUMNS, [_row(r) for r in s.rows]), *notes(s.notes)]
+                 "the same seeds. Each cell: the arm's value and, in parentheses, its paired "
+                 f"difference Δ from the baseline over matched seeds; {BETTER} where the exact "
+                 f"test rejects no change (two-sided p < {exact.ALPHA:g}) and the arm is "
+                 f"better, {WORSE} where it is worse, no mark where the test does not reject "
+                 "(the sign-flip permutation test; McNemar's exact test for success). Spikes: "
+                 "spontaneous loss-spike events per 1,000 steps, pooled over seeds (events "
+                 "that overlap an injected fault are the fault's, counted apart); time to "
+                 f"target (validation loss {num(s.target_loss)}): restricted mean at the "
+                 f"budget ({s.steps} steps), a miss or a divergence counting the budget (steps) "
+                 "or the whole run (seconds); final loss: mean over completed seeds; success: "
+                 "completed without divergence and reached the target, Δ in percentage "
+                 "points. The verdicts are those of the claims section."),
+            Table(COMPACT, [_compact_row(r) for r in s.rows]),
+            Table(COLUMNS, [_row(r) for r in s.rows],
+                  detail="Detail: each value with its 95% interval, the seeds behind it, and "
+                         "its difference from the baseline with the difference's interval"),
+            para("In the detail table: spikes [exact Poisson (Garwood) interval of the pooled "
+                 "count]; times and final loss: mean [95% t-interval over the arm's seeds, "
+                 "truncated to the values possible: 0 to the budget for steps, at least 0 "
+                 "otherwise]; success: rate [exact Clopper-Pearson interval]; Δ: mean "
+                 "paired difference [exact sign-flip 95% interval], for success in "
+                 "percentage points [Newcombe's paired score interval: approximate, so it can "
+                 "exclude zero where McNemar's exact test does not reject; no mark or "
+                 "verdict rests on it]."),
+            *notes(s.notes)]

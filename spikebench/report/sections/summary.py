@@ -13,6 +13,7 @@ from typing import Any
 
 from spikebench.report.blocks import Block, Bullets, Span, image, num, para, pct
 from spikebench.report.data import Study
+from spikebench.report.exact import MIN_PAIRS
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.sections import claims, curves, strategy
 from spikebench.report.sections.section import Info
@@ -59,9 +60,9 @@ def blocks(i: SummaryInfo, images: frozenset[str]) -> list[Block]:
     return [Bullets([[Span(t)] for t in i.sentences]),
             para("The forest plot shows each arm's mean paired difference from the baseline "
                  "over matched seeds, with its exact 95% sign-flip interval where there are "
-                 "at least 6 differing pairs (a dot alone: no interval; left of zero is "
-                 "better on all three). Below it, every seed's training loss of the baseline "
-                 "and of the recipe."),
+                 f"at least {MIN_PAIRS} matched pairs and they do not all differ equally (a "
+                 "dot alone: no interval; left of zero is better on all three). Below it, "
+                 "every seed's training loss of the baseline and of the recipe."),
             *image("summary", "Paired effects vs the baseline, and the baseline's and the "
                    "recipe's loss curves", images)]
 
