@@ -1,5 +1,6 @@
 """Intervals for success rates: exact Clopper-Pearson for one rate, Newcombe's score interval
-for a paired difference of rates, MOVER for their ratio; and pairing values by seed.
+(approximate) for a paired difference of rates, an exact Bonferroni test and interval for
+their ratio; the exact Poisson interval of a count; and pairing values by seed.
 
 Rates need their own intervals: a 0/1 outcome per seed makes a plain interval degenerate
 where every seed agrees (three seeds 0 -> 1 would give [+100 pp, +100 pp]), while these stay
@@ -81,26 +82,6 @@ def wilson_ci(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # Exact at the ends (the formula gives 0 or 1 up to rounding there).
     return (0.0 if k == 0 else centre - half), (1.0 if k == n else centre + half)
-
-
-def rate_ratio_ci(k1: int, k2: int, n: int, *, level: float = LEVEL) -> Estimate:
-    """Ratio of two success rates k1/n over k2/n with the MOVER interval (Donner & Zou
-    2012) built from their Wilson limits, treated as independent: for positively
-    correlated paired arms this errs wide. The value is inf where k2 = 0 and k1 > 0."""
-    if n <= 0:
-        return NONE
-    p1, p2 = k1 / n, k2 / n
-    l1, u1 = wilson_ci(k1, n, level=level)
-    l2, u2 = wilson_ci(k2, n, level=level)
-    method = "MOVER ratio of Wilson limits"
-    if k2 == 0:
-        return Estimate(math.inf if k1 else None, 0.0 if k1 == 0 else None, math.inf, n, method)
-    lo = (p1 * p2 - math.sqrt(max(0.0, (p1 * p2) ** 2 - l1 * u2 * (2 * p1 - l1)
-                                  * (2 * p2 - u2)))) / (u2 * (2 * p2 - u2))
-    den = l2 * (2 * p2 - l2)
-    hi = math.inf if den <= 0 else (p1 * p2 + math.sqrt(max(0.0, (p1 * p2) ** 2 - u1 * l2 * (
-        2 * p1 - u1) * (2 * p2 - l2)))) / den
-    return Estimate(p1 / p2, max(0.0, lo), hi, n, method)
 
 
 def newcombe_paired_ci(a: int, b: int, c: int, d: int, *, level: float = LEVEL) -> Estimate:

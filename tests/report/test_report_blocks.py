@@ -7,6 +7,8 @@ def test_numbers_read_at_about_three_digits():
     assert [num(x) for x in (0, 1234.5, 123.4, 12.34, 1.234, 0.001234)] == [
         "0", "1,234", "123", "12.3", "1.23", "1.23e-03"]
     assert num(None) == DASH and num(math.nan) == DASH and num(-math.inf) == "-inf"
+    # A whole number reads the same whatever its type or size.
+    assert [num(x) for x in (6, 12, 12.0, 300.0, 2.0)] == ["6", "12", "12", "300", "2"]
     assert num(True) == "True" and signed(2.0) == "+2" and signed(-2.0) == "-2"
     assert pct(0.25) == "25%" and pct(0.25, sign=True) == "+25%" and pct(None) == DASH
     assert points(1 / 3) == "+33 pp" and points(0) == "0 pp"

@@ -17,6 +17,15 @@ def test_sign_flip_p_values(z, p):
     assert exact.sign_flip_p(z) == pytest.approx(p)
 
 
+def test_one_sided_p_is_half_the_two_sided_in_its_direction():
+    z = [1, 2, 3, -0.5, 4, 5]
+    two = exact.sign_flip_p(z)
+    assert exact.sign_flip_p(z, +1) == pytest.approx(two / 2)
+    assert exact.sign_flip_p(z, -1) == pytest.approx(1 - two / 2 + 1 / 64)
+    assert exact.sign_flip_p([1] * 6, +1) == pytest.approx(1 / 64)
+    assert exact.sign_flip_p([1] * 6, -1) == 1.0
+
+
 def test_an_unbounded_value_tests_nothing():
     assert exact.sign_flip_p([1, 1, 1, 1, 1, 1, math.inf]) == 1.0
 
@@ -59,3 +68,6 @@ def test_t_interval():
     iv = exact.t_interval([1.0, 2.0, 3.0])
     assert iv.value == 2.0 and iv.hi - iv.value == pytest.approx(4.303 / math.sqrt(3), abs=1e-3)
     assert exact.t_interval([5.0]).lo is None and exact.t_interval([5.0, 5.0]).lo is None
+    # Truncated to what is possible: a mean of steps cannot pass the budget nor go below 0.
+    cut = exact.t_interval([300.0, 300.0, 100.0], 0.0, 300.0)
+    assert cut.hi == 300.0 and cut.lo == 0.0 and "truncated" in cut.method

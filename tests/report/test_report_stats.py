@@ -90,12 +90,25 @@ def test_paired_rate_difference_counts_the_table_arm_first():
         stats.paired_rate_diff_ci([(0, 0.5, 1.0)])
 
 
-def test_rate_ratio_mover_interval():
-    # Wilson limits of 6/6 and 3/6 combined by MOVER (Donner & Zou 2012): the ratio 2 with
-    # an interval that just reaches 1 and is wide above.
-    e = stats.rate_ratio_ci(6, 3, 6)
-    assert e.value == 2.0 and e.lo == pytest.approx(1.0, abs=1e-3) and 5 < e.hi < 6
-    same = stats.rate_ratio_ci(6, 6, 6)
-    assert same.value == 1.0 and same.lo < 1 < same.hi < 1.7
-    never = stats.rate_ratio_ci(3, 0, 3)
+def test_poisson_interval_matches_garwood():
+    # Garwood's exact limits: chi2 quantiles / 2 (e.g. Ulm 1990's table).
+    assert stats.poisson_ci(0) == (0.0, pytest.approx(3.6889, abs=1e-4))
+    lo, hi = stats.poisson_ci(3)
+    assert lo == pytest.approx(0.6187, abs=1e-4) and hi == pytest.approx(8.7673, abs=1e-4)
+    lo, hi = stats.poisson_ci(100)
+    assert lo == pytest.approx(81.364, abs=1e-3) and hi == pytest.approx(121.627, abs=1e-3)
+
+
+def test_rate_ratio_test_and_its_interval_agree():
+    e = stats.rate_ratio_exact(6, 3, 6)
+    assert e.value == 2.0 and 0 < e.lo < 1 < e.value < e.hi
+    # The interval is every ratio the one-sided tests do not reject at 2.5% each.
+    for r, side, inside in ((e.lo * 0.99, 1, False), (e.lo * 1.01, 1, True),
+                            (e.hi * 1.01, -1, False), (e.hi * 0.99, -1, True)):
+        assert (stats.rate_ratio_p(6, 3, 6, r, side) >= 0.025) == inside, (r, side)
+    never = stats.rate_ratio_exact(6, 0, 6)
     assert never.value == math.inf and never.hi == math.inf
+    assert never.lo == pytest.approx(0.0125 ** (1 / 6) / (1 - 0.0125 ** (1 / 6)))
+    # 40 of 40 in both arms refutes +40%; 10 of 10 cannot.
+    assert stats.rate_ratio_p(40, 40, 40, 1.4, -1) < 0.001
+    assert stats.rate_ratio_p(10, 10, 10, 1.4, -1) > 0.025

@@ -1,6 +1,7 @@
 from fixtures import ARMS
 
 from spikebench.report.sections import header
+from spikebench.spikes.evidence import EvidenceParams
 
 
 def test_header(study, nocomp):
@@ -17,6 +18,11 @@ def test_header(study, nocomp):
     assert h.space[2]["describe"] == 'one of "fp32", "fp16", "bf16"'
     assert h.faults == ["random_bytes at steps 50-55"]
     assert "rule 'default'" in h.spike_definition and "severity" in h.spike_definition
+    # The default rule is described from its own thresholds (multi-step evidence).
+    e = EvidenceParams()
+    for k in (e.k_big, e.k_peak, e.k_multi):
+        assert f"{k:g} sigma" in h.spike_definition
+    assert "level shift" in h.spike_definition
     assert header.info(nocomp).environment["torch"] == []
 
 

@@ -18,3 +18,13 @@ def test_pareto_info(study):
     assert "severity" in info.x_label
 
 
+
+
+def test_the_convergence_axis_states_the_score_the_sweep_computes():
+    from spikebench.report.scores import CONVERGENCE_LABEL as label
+    from spikebench.scoring.trial import convergence
+
+    # A miss: steps x (2 - target / final loss); 300 steps, target 2.75, final 3.3.
+    assert convergence(None, 3.3, steps=300, target=2.75, diverged=False) == \
+        300 * (2 - 2.75 / 3.3)
+    assert "2 - target / final loss" in label and "final/target" not in label
