@@ -114,6 +114,11 @@ class SpikeMonitor:
         order = {m: i for i, m in enumerate(self.metrics)}
         return sorted(evs, key=lambda e: (e.onset, order[e.metric]))
 
+    def loss_events(self) -> list[Event]:
+        """The training loss's events so far (open ones included), by onset."""
+        return list(self._series[M.TRAIN_LOSS].tracker.events) if M.TRAIN_LOSS in \
+            self._series else []
+
     def n_events(self, metric: str) -> int:
         """Events of ``metric`` so far, open ones included (O(1))."""
         return len(self._series[metric].tracker.events)

@@ -1,0 +1,280 @@
+"""A run of the team's own training loop: ``run = spikebench.init(...)``, ``run.log(step,
+loss=...)`` each step, ``run.finish()``.
+
+The run folder it writes is the built-in loop's (``config.json``, ``meta.json``,
+``metrics.jsonl``, ``summary.json`` with the same scores), so sweeps, reports and benches
+read either alike. A step costs O(1) host work: values are kept as logged, tensors read back
+together every ``sync_every`` logged steps (one transfer per device, no sync of their own
+in between), then the rows go to the log and the online spike monitor.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spikebench import metrics as M
+from spikebench.api import context
+from spikebench.api.decision import Decision, TrialPruned
+from spikebench.errors import UserError
+from spikebench.runio import atomic_write_json, to_json
+from spikebench.scoring.run import summarize
+from spikebench.spikes.events import Event
+from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.spikes.rules import RULES
+from spikebench.train.sinks import JsonlSink, Sink
+
+# Short names a loop may log under, and the metric names every reader uses.
+ALIASES = {"loss": M.TRAIN_LOSS, "train_loss": M.TRAIN_LOSS, "grad_norm": M.GRAD_NORM,
+           "lr": M.LR, "val_loss": M.VAL_LOSS, "tokens": M.TOKENS}
+STATUSES = ("completed", "diverged", "failed", "pruned")
+
+
+def _is_tensor(v: Any) -> bool:
+    return hasattr(v, "detach") and hasattr(v, "device")
+
+
+def _read_back(rows: list[dict[str, Any]]) -> None:
+    """Replace every tensor in ``rows`` by a float: one stacked transfer per device."""
+    import torch
+
+    by_device: dict[Any, list[tuple[dict, str, Any]]] = {}
+    for row in rows:
+        for k, v in row.items():
+            if _is_tensor(v):
+                by_device.setdefault(v.device, []).append((row, k, v))
+    for items in by_device.values():
+        values = torch.stack([v.detach().float().reshape(()) for _, _, v in items]).tolist()
+        for (row, k, _), x in zip(items, values, strict=True):
+            row[k] = x
+
+
+class Run:
+    """One seed of a training run; see :func:`spikebench.init`."""
+
+    def __init__(self, *, params: Mapping[str, Any] | None = None, seed: int | None = None,
+                 run_dir: str | Path | None = None, detector: str = "default", gap: int = 5,
+                 target_loss: float | None = None, sync_every: int = 10,
+                 sinks: Sequence[Sink] = (), metrics_port: int | None = None,
+                 device: Any = None, out_dir: str | Path = "results/runs"):
+        ctx = context.from_env()
+        self.params: dict[str, Any] = {**(params or {}), **ctx.params}
+        self.seed = ctx.seed if ctx.seed is not None else (0 if seed is None else int(seed))
+        self.detector = ctx.detector or detector
+        self.gap = ctx.gap if ctx.gap is not None else gap
+        self.target_loss = ctx.target_loss if ctx.target_loss is not None else target_loss
+        if self.detector not in RULES:
+            raise UserError(f"detector {self.detector!r}: not a spike rule (allowed: "
+                            + ", ".join(RULES) + ")")
+        if not isinstance(sync_every, int) or sync_every < 1:
+            raise UserError(f"sync_every={sync_every!r}: must be an integer >= 1")
+        self.sync_every = sync_every
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        self._prune_file = ctx.prune_file
+        self.dir = Path(ctx.run_dir or run_dir or _new_dir(Path(out_dir), self.seed))
+        self.status: str | None = None
+        self.diverged_step: int | None = None
+        self.last_event: Event | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._history: list[dict[str, Any]] = []
+        self._last_step: int | None = None
+        self._t0 = time.perf_counter()
+        self.summary: dict[str, Any] | None = None
+        if self.rank != 0:  # data-parallel: rank 0 writes; the others only see prunes
+            self._log, self._sinks, self._monitor = None, [], None
+            return
+        self._monitor = SpikeMonitor(self.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=self.gap)
+        self._start(device, list(sinks), ctx.metrics_port if metrics_port is None
+                    else metrics_port)
+
+    def _start(self, device: Any, sinks: list[Sink], port: int | None) -> None:
+        from spikebench.runio import environment
+
+        if (self.dir / "summary.json").exists():
+            raise UserError(f"run folder {self.dir}: the run already finished (it has a "
+                            "summary.json); give another run_dir")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"run folder {self.dir}: cannot be created ({e.strerror or e})"
+                            ) from None
+        atomic_write_json(self.dir / "config.json", {
+            "trainer": "api", "params": self.params, "seed": self.seed,
+            "spikes": {"detector": self.detector, "gap": self.gap,
+                       "target_loss": self.target_loss}})
+        meta = {"trainer": "api", "environment": environment(device or _device())}
+        atomic_write_json(self.dir / "meta.json", meta)
+        if port is not None:
+            sinks.append(_prometheus(port))
+        self._log = JsonlSink(self.dir / "metrics.jsonl")
+        self._sinks = [self._log, *sinks]
+        for s in self._sinks:
+            s.start({**meta, "run_dir": str(self.dir)})
+
+    # ------------------------------------------------------------------ logging
+
+    def log(self, step: int, metrics: Mapping[str, Any] | None = None, /,
+            **values: Any) -> Decision:
+        """Record step ``step``'s metrics (``loss``, ``grad_norm``, ``lr``, ``val_loss``,
+        ``tokens`` or any metric name; floats or 0-d tensors) and say what happened. Steps
+        must increase. Tensors are read back with the next ``sync_every``-th logged step
+        (or a validation loss); decisions about them come then."""
+        if self.status is not None:
+            raise UserError(f"run {self.dir}: log() after finish()")
+        if isinstance(step, bool) or not isinstance(step, int) or (
+                self._last_step is not None and step <= self._last_step):
+            raise UserError(f"log(step={step!r}): steps must be increasing integers (last "
+                            f"{self._last_step})")
+        self._last_step = step
+        row: dict[str, Any] = {M.STEP: step}
+        for k, v in {**(metrics or {}), **values}.items():
+            if v is not None:
+                row[ALIASES.get(k, k)] = v
+        if self.rank != 0:
+            return Decision.PRUNE if self._pruned() else Decision.CONTINUE
+        self._pending.append(row)
+        if len(self._pending) < self.sync_every and M.VAL_LOSS not in row:
+            return Decision.CONTINUE
+        return self._flush()
+
+    def _flush(self) -> Decision:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return Decision.CONTINUE
+        _read_back(rows)
+        decision = Decision.CONTINUE
+        for row in rows:
+            row.setdefault(M.ELAPSED_S, time.perf_counter() - self._t0)
+            loss = row.get(M.TRAIN_LOSS)
+            if loss is not None and not math.isfinite(float(loss)) and self.diverged_step is None:
+                self.diverged_step = int(row[M.STEP])
+            before = self._monitor.n_events(M.TRAIN_LOSS)
+            self._monitor.update(row[M.STEP], row)
+            row[M.SPIKE_EVENTS] = self._monitor.n_events(M.TRAIN_LOSS)
+            if row[M.SPIKE_EVENTS] > before:  # a loss event opened (grad norms: precursors)
+                decision = Decision.SPIKE
+                self.last_event = self._monitor.loss_events()[-1]
+            for s in self._sinks:
+                s.write(row)
+        self._log.flush()  # a live reader (the sweep's follower) sees these rows now
+        self._history.extend(rows)
+        if self.diverged_step is not None:
+            return Decision.DIVERGED
+        if self._pruned():
+            return Decision.PRUNE
+        return decision
+
+    def _pruned(self) -> bool:
+        return self._prune_file is not None and self._prune_file.exists()
+
+    def should_prune(self) -> bool:
+        """True once the sweep has pruned this trial (Optuna's ``trial.should_prune``)."""
+        return self._pruned()
+
+    def check_prune(self) -> None:
+        """Raise :class:`TrialPruned` once the sweep has pruned this trial."""
+        if self._pruned():
+            raise TrialPruned(f"the sweep pruned this trial at step {self._last_step}")
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, status: str | None = None) -> dict[str, Any] | None:
+        """Close the run: ``completed`` unless a loss was non-finite (``diverged``) or
+        ``status`` says otherwise (``failed``, ``pruned``). Writes ``summary.json`` with the
+        scores the built-in loop writes and returns it (None on ranks other than 0)."""
+        if self.status is not None:
+            return self.summary
+        if status is not None and status not in STATUSES:
+            raise UserError(f"finish(status={status!r}): allowed: " + ", ".join(STATUSES))
+        if self.rank != 0:
+            self.status = status or "completed"
+            return None
+        self._flush()
+        self.status = status or ("diverged" if self.diverged_step is not None else "completed")
+        self._monitor.finish()
+        evals = [(int(r[M.STEP]), float(r[M.VAL_LOSS])) for r in self._history
+                 if r.get(M.VAL_LOSS) is not None]
+        finite_vals = [v for _, v in evals if math.isfinite(v)]
+        last = self._history[-1] if self._history else {}
+        summary = {
+            "status": self.status,
+            "steps": self.diverged_step if self.diverged_step is not None else (
+                self._last_step or 0),
+            "tokens": last.get(M.TOKENS),
+            "seconds": last.get(M.ELAPSED_S, time.perf_counter() - self._t0),
+            "diverged_step": self.diverged_step,
+            "initial_val_loss": evals[0][1] if evals else None,
+            "final_val_loss": evals[-1][1] if evals and self.status == "completed" else None,
+            "best_val_loss": min(finite_vals) if finite_vals else None,
+            "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in evals],
+        }
+        for s in self._sinks:
+            s.close(summary)
+        summary["spikes"] = summarize(
+            self._history, rule=self.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
+            target=self.target_loss, diverged_step=self.diverged_step,
+            events=self._monitor.events, gap=self.gap)
+        atomic_write_json(self.dir / "summary.json", summary)
+        self.summary = summary
+        return summary
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None:
+            self.finish()
+        elif issubclass(kind, TrialPruned):
+            self.finish("pruned")
+        else:
+            self.finish("failed")
+        return False
+
+    def __repr__(self) -> str:
+        return f"Run(dir={str(self.dir)!r}, seed={self.seed}, status={self.status!r})"
+
+    def to_json(self) -> str:
+        return to_json({"dir": str(self.dir), "seed": self.seed, "params": self.params})
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() and torch.cuda.is_initialized() else "cpu"
+
+
+def _new_dir(out: Path, seed: int) -> Path:
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-s{seed}"
+    path, n = out / name, 1
+    while path.exists():
+        n += 1
+        path = out / f"{name}-{n}"
+    return path
+
+
+def _prometheus(port: int) -> Sink:
+    from spikebench.live.exporter import Exporter
+    from spikebench.live.server import require_client, serve
+    from spikebench.live.sink import PrometheusSink
+
+    require_client(port)
+    ex = Exporter()
+    serve(ex.registry, port)
+    return PrometheusSink(ex)
+
+
+def init(**kwargs: Any) -> Run:
+    """Start a run of your own training loop (``wandb.init``'s role).
+
+    Inside a sweep trial, the sweep's parameters, seed, run folder and spike settings come
+    from the environment (:mod:`spikebench.api.context`) and take precedence; outside one,
+    the arguments: ``params`` (dict), ``seed`` (0), ``run_dir`` (a new folder under
+    ``out_dir``, ``results/runs``), ``detector`` and ``gap`` (the spike rule, "default"
+    and 5), ``target_loss`` (for time to target), ``sync_every`` (tensors read back every
+    N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``.
+    """
+    return Run(**kwargs)
