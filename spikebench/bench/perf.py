@@ -27,8 +27,10 @@ from spikebench.train.schedule import lr_factor
 from spikebench.train.setup import resolve_device
 
 
-def bare_loop(cfg, corpus, device) -> float:
-    """The loop a person would write by hand; returns seconds per step."""
+def bare_loop(cfg, corpus, device, on_step=None) -> float:
+    """The loop a person would write by hand; returns seconds per step. ``on_step(step,
+    loss, grad_norm, lr)`` (device tensors) is called after each update: how a team's loop
+    would log to the run API (``benchmarks/api_overhead.py``)."""
     torch.manual_seed(derive_seed(cfg.train.seed, "init"))
     model = build_model(cfg.model).to(device)
     opt = make_optimizer(model, cfg)
@@ -49,9 +51,11 @@ def bare_loop(cfg, corpus, device) -> float:
         win = data[off[:, None] + arange].long().to(device, non_blocking=True)
         _, loss = model(win[:, :-1], win[:, 1:])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if on_step is not None:
+            on_step(i + 1, loss.detach(), norm, lr)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return (time.perf_counter() - t0) / cfg.train.steps
