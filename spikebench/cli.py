@@ -36,6 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from spikebench.train.setup import preflight
 
     if args.dry_run:
+        _check_metrics(args)
         preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
         print(cfg.to_json())
         return 0
@@ -78,6 +79,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.trials is not None:
         spec.trials = args.trials
     if args.dry_run:
+        _check_metrics(args)
         from spikebench.sweep.plan import describe_plan
 
         print(describe_plan(spec, jobs=args.jobs, storage=args.storage, results=args.results))
@@ -106,12 +108,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_spikes(args: argparse.Namespace) -> int:
-    from spikebench.scoring.run import score_log
     from spikebench.spikes.logs import read_log
+    from spikebench.spikes.offline import score_log  # the monitor's events, whole-log fast
 
-    if args.plot is not None and (Path(args.plot).is_dir()
-                                  or Path(args.plot).suffix.lower() != ".png"):
-        raise UserError(f"--plot {args.plot!r}: must be the path of a .png file")
+    if args.plot is not None:
+        from spikebench.spikes.plot import check_plot_path
+
+        check_plot_path(args.plot, args.file)
     log = read_log(args.file, args.metric, args.grad_metric)
     res = score_log(log, rule=args.detector, gap=args.gap)
     if args.plot is not None:
@@ -212,19 +215,44 @@ def _port(text: str) -> int:
 
 def _metrics_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
-                   help="serve Prometheus metrics on PORT (0: any free port; needs "
+                   help="serve Prometheus metrics on PORT (0: any free; needs "
                         "spikebench[monitor])")
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address the metrics endpoint binds to (default: 127.0.0.1)")
+
+
+def _check_metrics(args: argparse.Namespace) -> None:
+    """What serving --metrics-port would refuse, checked without serving (so --dry-run
+    refuses it too, as the README promises): prometheus_client missing, a host that is not
+    a name or address here (idna raises UnicodeError for some), a port that is taken."""
+    port, host = args.metrics_port, args.metrics_host
+    if port is None:
+        return
+    import socket
+
+    from spikebench.live.server import require_client
+
+    require_client(port)
+    try:  # as prometheus_client picks the address it binds
+        family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                   flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError, ValueError) as e:
+        raise UserError(f"--metrics-host {host[:100]!r}: not a host name or address to "
+                        f"listen on ({getattr(e, 'strerror', None) or e})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server sets it
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise UserError(f"--metrics-port {port}: cannot listen on {host[:100]}:{port} "
+                            f"({e.strerror or e})") from None
 
 
 def _exporter(args: argparse.Namespace):
     """The exporter behind --metrics-port, serving; None without the flag."""
     if args.metrics_port is None:
         return None
-    from spikebench.live.server import require_client
-
-    require_client(args.metrics_port)
+    _check_metrics(args)
     from spikebench.live.exporter import Exporter
     from spikebench.live.server import serve
 
@@ -238,14 +266,87 @@ def _set_option(p: argparse.ArgumentParser, help: str) -> None:
                    help=help)
 
 
+# Each command's --help: a description above its options and examples below them (written
+# as shown: RawDescriptionHelpFormatter). docs/ embeds this help, and tests/test_docs.py
+# parses every example; `python -m spikebench.config.reference` rewrites the docs' copy.
+COMMAND_HELP = {
+    "spikebench": ("""\
+Measure and tame loss spikes in LM pretraining: run trials and Optuna sweeps over
+the stability strategies, score each by its loss spikes and convergence over
+several seeds, and report the comparison.""", """\
+examples:
+  spikebench sweep sweeps/default.toml      # the main job (make sweep)
+  spikebench report results/default         # its report: reports/default/report.md
+  spikebench train --set optim.lr=3e-3      # one trial
+  spikebench spikes results/runs/<run-id>/metrics.jsonl   # the spikes of any log
+
+Each command has its own --help. Documentation: README.md and docs/."""),
+    "train": ("""\
+Train one run. The config resolves as: defaults < model preset < CONFIG < --set;
+a bad key or value is refused in one line (exit 2) before anything runs. Writes
+results/runs/<run-id>/: config.json, meta.json, metrics.jsonl, summary.json.""", """\
+examples:
+  spikebench train                                   # gpt-tiny on the stdlib corpus
+  spikebench train my.toml --set optim.lr=3e-3 --set optim.clip=1.0
+  spikebench train --set precision.mode=bf16 --dry-run   # print the resolved config
+  spikebench train my.toml --set train.checkpoint_every=500
+  spikebench train --resume results/runs/<run-id>    # from its newest checkpoint
+  spikebench train my.toml --set train.nproc=8       # data-parallel, 8 ranks"""),
+    "sweep": ("""\
+Run (or resume) an Optuna sweep: the sweep file's designed comparison (the
+baseline, each strategy alone, the recipe) first, then the sampler's search
+trials, every trial over the same seeds. Writes results/<study>/ (study.db,
+trials/, trials.csv); `spikebench report results/<study>` writes its report.""", """\
+examples:
+  spikebench sweep sweeps/default.toml --dry-run     # the resolved space and trial plan
+  spikebench sweep sweeps/default.toml               # what `make sweep` runs
+  spikebench sweep sweeps/default.toml --jobs 1 --set train.steps=200 --trials 10
+  spikebench sweep sweeps/default.toml --metrics-port 9464
+  spikebench sweep sweeps/default.toml --storage postgresql://user:pass@db/spikebench --jobs 0"""),
+    "worker": ("""\
+Join a study shared through PostgreSQL (created by `spikebench sweep ... --jobs 0`)
+and run its trials until the study has them all. Start one per server, or per
+group of train.nproc GPUs.""", """\
+examples:
+  spikebench worker --storage postgresql://user:pass@db/spikebench --study default"""),
+    "spikes": ("""\
+Find the loss spikes in any training log: CSV or JSONL with a step column and a
+loss column, optionally a grad norm. The same detector as training (`default`
+unless --detector names another); prints the events and the spike scores.""", """\
+examples:
+  spikebench spikes results/runs/<run-id>/metrics.jsonl
+  spikebench spikes wandb_export.csv --metric train_loss --detector olmo_online --plot spikes.png
+  spikebench spikes log.jsonl --json"""),
+    "report": ("""\
+Write a sweep's report from its results folder: OUT/<folder name>/report.md with
+its PNG plots, and report.html, one self-contained file. Changes nothing it reads.""", """\
+examples:
+  spikebench report results/default                  # reports/default/report.md and .html
+  spikebench report results/lr-stability --out /tmp/reports"""),
+    "bench": ("""\
+Run a regression suite and compare it with its baseline: every loss bit for bit
+in the same environment, exact tests in another, performance ratios. Exit 0: no
+regression; 1: a regression; 2: bad input.""", """\
+The default baseline is baselines/<suite name>.json beside the suites/ folder the
+suite is in (benchmarks/suites/cpu.toml: benchmarks/baselines/cpu.json), else
+beside the suite.
+
+examples:
+  spikebench bench                           # benchmarks/suites/cpu.toml vs its baseline
+  spikebench bench --update-baseline         # record this run as the baseline
+  spikebench bench --suite benchmarks/suites/gpu.toml"""),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="spikebench",
-                     description="Measure and tame loss spikes in LM pretraining.")
+    parser = _Parser(prog="spikebench", description=COMMAND_HELP["spikebench"][0],
+                     epilog=COMMAND_HELP["spikebench"][1],
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="run one pretraining trial")
-    p.add_argument("config", nargs="?", help="TOML config, or a run's config.json to replay "
-                                             "it (default: gpt-tiny on the stdlib corpus)")
+    p.add_argument("config", nargs="?", help="TOML config or a run's config.json (default: "
+                                             "gpt-tiny, stdlib corpus)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its newest "
                    "checkpoint (train.checkpoint_every)")
     _set_option(p, "dotted override, e.g. --set optim.lr=3e-3 (repeatable)")
@@ -254,11 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("sweep", help="run (or resume) an Optuna sweep of pretraining trials")
-    p.add_argument("sweep", nargs="?", default="sweeps/default.toml", help="sweep TOML file")
+    p.add_argument("sweep", nargs="?", default="sweeps/default.toml",
+                   help="sweep TOML file (default: sweeps/default.toml)")
     _set_option(p, "override the sweep's base config, e.g. --set train.steps=100")
     p.add_argument("--jobs", type=_count, default=None,
-                   help="parallel CPU workers (default: one per GPU, else one per core); "
-                        "0 creates the study and its plan for `spikebench worker`s only")
+                   help="workers (default: one per GPU, else per core); 0: only create "
+                        "the study")
     p.add_argument("--trials", type=_count, default=None,
                    help="search trials (overrides the file)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: SQLite in "
@@ -271,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="join a shared study (PostgreSQL) and run its trials")
     p.add_argument("--storage", required=True, help="Optuna storage URL (PostgreSQL)")
-    p.add_argument("--study", required=True, help="study name")
+    p.add_argument("--study", required=True, help="study name (its sweep file's study.name)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     _metrics_options(p)
     p.set_defaults(func=cmd_worker)
@@ -282,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-metric",
                    help="grad-norm column name (default: grad_norm, optim/grad_norm)")
     p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
-                   help=f"spike rule: {', '.join(RULES)} (default: default)")
+                   help=f"spike rule: {', '.join(RULES)}")
     p.add_argument("--gap", type=_count, default=5,
                    help="max unflagged rows inside one event (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
@@ -301,16 +403,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", default="benchmarks/suites/cpu.toml", help="suite TOML "
                    "(default: benchmarks/suites/cpu.toml)")
     p.add_argument("--baseline", default=None, help="baseline JSON (default: "
-                   "benchmarks/baselines/<suite name>.json)")
+                   "baselines/<suite name>.json, placed as said below)")
     p.add_argument("--update-baseline", action="store_true",
                    help="record this run as the baseline instead of comparing")
     p.add_argument("--jobs", type=_count, default=None,
-                   help="parallel CPU workers (default: one per GPU, else one per core)")
-    p.add_argument("--results", default="results", help="results folder; the run goes to "
+                   help="workers (default: one per GPU, else per core)")
+    p.add_argument("--results", default="results", help="the run goes to "
                    "RESULTS/bench/<suite>-<time>/ (default: results)")
     p.add_argument("--no-perf", action="store_true",
                    help="skip the performance measurements (stability metrics only)")
     p.set_defaults(func=cmd_bench)
+    for name, p in sub.choices.items():
+        p.description, p.epilog = COMMAND_HELP[name]
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 

@@ -180,15 +180,35 @@ def probed(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def _dotted(name: str) -> bool:
+    return bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def _first_line(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [""])[0][:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 def model_class(cfg: ModelConfig) -> type:
-    """The class ``cfg.cls`` names (``package.module:Class``), imported."""
+    """The class ``cfg.cls`` names (``package.module:Class``, absolute), imported. A module
+    that cannot be imported (missing, a syntax error, an exception or ``sys.exit`` while it
+    is imported) is one line naming it."""
     mod_name, _, cls_name = cfg.cls.partition(":")
-    if not mod_name or not cls_name:
-        raise UserError(f"model.cls = {cfg.cls!r}: must look like package.module:Class")
+    if not _dotted(mod_name) or not _dotted(cls_name):
+        raise UserError(f"model.cls = {cfg.cls!r}: must look like package.module:Class "
+                        "(an absolute module path of Python names, then the class)")
     try:
-        return getattr(importlib.import_module(mod_name), cls_name)
+        obj: object = importlib.import_module(mod_name)
+        for part in cls_name.split("."):
+            obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         raise UserError(f"model.cls = {cfg.cls!r}: cannot import ({e})") from None
+    except SystemExit as e:
+        raise UserError(f"model.cls = {cfg.cls!r}: cannot import (module {mod_name!r} "
+                        f"called sys.exit({e.code!r}) while being imported)") from None
+    except Exception as e:  # noqa: BLE001 - a user's module can fail in any way
+        raise UserError(f"model.cls = {cfg.cls!r}: cannot import ({_first_line(e)})") from None
+    return obj  # type: ignore[return-value]
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

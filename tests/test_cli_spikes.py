@@ -129,3 +129,33 @@ def test_plot_path_must_be_a_png_file(capsys, logs, plot):
     assert main(["spikes", str(d / "run.csv"), "--plot", plot.format(d=d)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must be the path of a .png file" in err
+
+
+@pytest.mark.parametrize("detector", ["default", "zscore", "olmo", "olmo_online", "loss_ratio",
+                                      "persistent"])
+def test_json_is_what_the_monitor_finds_row_by_row(capsys, logs, detector):
+    # The command scores a log whole (spikebench.spikes.offline); the reference is the
+    # online monitor fed every row, as the command did before.
+    from spikebench.cli import JSON_EVENT_KEYS
+    from spikebench.scoring.run import score_log
+    from spikebench.spikes.logs import read_log
+
+    d, _ = logs
+    res, _ = run_json(capsys, str(d / "run.csv"), "--detector", detector)
+    ref = score_log(read_log(d / "run.csv"), rule=detector)
+    assert res == json.loads(json.dumps({
+        "steps": ref["steps"], "events": [{k: e[k] for k in JSON_EVENT_KEYS}
+                                          for e in ref["events"]],
+        "spike_score": ref["spike_score"]}))
+
+
+@pytest.mark.parametrize("plot,needle", [("{t}/missing/out.png", "no folder"),
+                                         ("{t}/" + "p" * 300 + ".png", "too long"),
+                                         ("{csv}", "must be the path of a .png file")])
+def test_a_plot_path_that_cannot_be_written_is_refused_before_reading(
+        capsys, logs, tmp_path, plot, needle):
+    d, _ = logs
+    argv = ["spikes", str(d / "run.csv"), "--plot", plot.format(t=tmp_path, csv=d / "run.csv")]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and needle in err

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,83 @@ def test_user_preset_by_path(tmp_path):
     p.write_text('[model]\ncls = "mypkg.models:MyGPT"\nn_layer = 1\n')
     cfg = c.load(None, [f'model.preset="{p}"'])
     assert cfg.model.cls == "mypkg.models:MyGPT" and cfg.model.n_layer == 1
+
+
+BIG = "9" * 5000  # past Python's 4300-digit int-string limit
+
+
+@pytest.mark.parametrize("override, fragment", [
+    (f"train.seed={BIG}", "--set train.seed=99999999999999999999...: a number of 5000 digits"),
+    (f"optim.lr={BIG}", "a number of 5000 digits"),
+    (f"optim.lr=[{BIG}]", "a number of 5000 digits"),
+    ("optim.lr=" + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("optim.lr=" + "[" * 40 + "1" + "]" * 40, "nested more than 32 levels deep"),
+    ("optim.lr=" + "{a=" * 40 + "1" + "}" * 40, "nested more than 32 levels deep"),
+    (f"optim.lr=1{'0' * 400}", "optim.lr = 10000000000000000000... (401 digits): must be a "
+                               "finite number"),
+    ('run.out_dir=""', "run.out_dir = '': must name a folder"),
+    ('run.out_dir="  "', "run.out_dir = '  ': must name a folder"),
+])
+def test_huge_numbers_deep_nesting_and_empty_folders_in_set(override, fragment):
+    with pytest.raises(UserError) as e:
+        c.load(None, [override])
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+    assert len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[optim]\nlr = " + "[" * 5000 + "]" * 5000, "nested more than 32 levels deep"),
+    ("[optim]\nlr = " + "[" * 40 + "]" * 40, "nested more than 32 levels deep"),
+    ("a" + ".a" * 5000 + " = 1\n", "nested more than 32 levels deep"),
+    ("[a" + ".a" * 5000 + "]\n", "nested more than 32 levels deep"),
+    (f"[train]\nseed = {BIG}\n", "holds a number too long to read"),
+])
+def test_deep_or_huge_toml_files(tmp_path, text, fragment):
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(UserError) as e:
+        c.load(f)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[" * 100_000, "nested more than 32 levels deep"),
+    ('{"optim": ' + "[" * 50 + "]" * 50 + "}", "nested more than 32 levels deep"),
+    ('{"train": {"seed": ' + BIG + "}}", "not a valid JSON config"),
+])
+def test_deep_or_huge_run_config_json(tmp_path, text, fragment):
+    f = tmp_path / "config.json"
+    f.write_text(text)
+    with pytest.raises(UserError) as e:
+        c.load(f)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["c.toml", "config.json"])
+def test_a_config_path_that_is_a_fifo_is_named_not_opened(tmp_path, name):
+    import os
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)  # opening it would block for ever: no writer
+    with pytest.raises(UserError, match=r"is a FIFO \(named pipe\); must be a regular file"):
+        c.load(fifo)
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
+def test_a_config_path_that_is_a_device_is_named_not_read(path):
+    from spikebench.config.load import load_run_json
+
+    for load in (c.load, load_run_json):  # a TOML config, a run's config.json
+        with pytest.raises(UserError, match="is a character device; must be a regular file"):
+            load(path)
+
+
+def test_an_automatic_cleaning_cache_stays_in_the_output_folder():
+    from spikebench.config import CleanConfig
+    from spikebench.data.clean.run import cache_folder
+
+    assert CleanConfig().cache_dir == "auto"
+    assert cache_folder(CleanConfig(), "out/runs") == Path("out/runs/.clean-cache")
+    assert cache_folder(CleanConfig(), None) is None  # no output folder: no cache
+    assert cache_folder(CleanConfig(cache_dir=""), "out") is None
+    assert cache_folder(CleanConfig(cache_dir="/c"), "out") == Path("/c")

@@ -148,23 +148,118 @@ def markdown(name: str, summary: str, note: str, verdicts: list[Judged]) -> str:
     return f"# Bench {name}\n\n{summary}\n\n{note}\n\n{table(verdicts)}\n"
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _number_or_null(x: Any, *, low: float | None = 0.0, null: bool = True) -> bool:
+    return (x is None and null) or (finite(x) and (low is None or x >= low))
+
+
+def _check_baseline(b: Any) -> tuple[str, Any, str] | None:
+    """The first value of a loaded baseline that is not what :func:`collect` and
+    :func:`measure_perf` write: (field, value, what is allowed); None when all are."""
+    if not isinstance(b, dict):
+        return "the file", b, "a JSON object"
+    if b.get("format") != FORMAT:
+        return "format", b.get("format"), f"{FORMAT} (record one with --update-baseline)"
+    env = b.get("environment")
+    if not isinstance(env, dict):
+        return "environment", env, "a table of strings and numbers"
+    for k, v in env.items():
+        if not (v is None or isinstance(v, str) or finite(v)):
+            return f"environment.{k}", v, "a string, a finite number or null"
+    if "suite" in b and not isinstance(b["suite"], str):
+        return "suite", b["suite"], "a string"
+    if "seconds" in b and not _number_or_null(b["seconds"], null=False):
+        return "seconds", b["seconds"], "a finite number >= 0"
+    scenarios = b.get("scenarios")
+    if not isinstance(scenarios, dict):
+        return "scenarios", scenarios, "a table of scenarios"
+    for name, sc in scenarios.items():
+        where = f"scenarios.{name}"
+        if not isinstance(sc, dict):
+            return where, sc, "a table with seeds"
+        if not isinstance(sc.get("config", {}), dict):
+            return f"{where}.config", sc["config"], "a table of settings"
+        seeds = sc.get("seeds")
+        if not isinstance(seeds, dict):
+            return f"{where}.seeds", seeds, "a table of seeds"
+        for seed, v in seeds.items():
+            at = f"{where}.seeds.{seed}"
+            if not isinstance(v, dict):
+                return at, v, "a table of metrics and losses"
+            for metric in METRICS:
+                if metric not in v:
+                    return f"{at}.{metric}", "(missing)", "a finite number >= 0 or null"
+                if not _number_or_null(v[metric]):
+                    return f"{at}.{metric}", v[metric], "a finite number >= 0 or null"
+            losses = v.get("losses")
+            if not isinstance(losses, list):
+                return f"{at}.losses", losses, "a list of numbers or nulls"
+            for i, x in enumerate(losses):
+                if not _number_or_null(x, low=None):
+                    return f"{at}.losses[{i}]", x, "a finite number or null"
+    perf = b.get("perf", {})
+    if not isinstance(perf, dict):
+        return "perf", perf, "a table of measurements"
+    for k, v in perf.items():
+        if k in PERF_METRICS:
+            if not (finite(v) and v > 0):
+                return f"perf.{k}", v, "a finite number > 0"
+        elif not (v is None or isinstance(v, str) or finite(v)):
+            return f"perf.{k}", v, "a string, a finite number or null"
+    return None
+
+
 def _read_baseline(path: Path) -> dict[str, Any]:
-    bad = UserError(f"--baseline {str(path)!r}: not a bench baseline of format {FORMAT} "
-                    "(record one with --update-baseline)")
+    """The baseline at ``path``, every value checked: one line naming the first field that
+    is not what a recorded baseline holds, its value and what is allowed."""
+    where = f"--baseline {str(path)[:200]!r}"
+    cfgmod.regular_file(path, "--baseline")
     try:
-        b = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise bad from None
-    ok = (isinstance(b, dict) and b.get("format") == FORMAT
-          and isinstance(b.get("environment"), dict) and isinstance(b.get("scenarios"), dict)
-          and isinstance(b.get("perf", {}), dict)
-          and all(isinstance(s, dict) and isinstance(s.get("seeds"), dict)
-                  and all(isinstance(v, dict) and isinstance(v.get("losses", []), list)
-                          for v in s["seeds"].values())
-                  for s in b["scenarios"].values()))
-    if not ok:
-        raise bad
+        b = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise UserError(f"{where}: nested more than {cfgmod.MAX_DEPTH} levels deep; not a "
+                        f"bench baseline of format {FORMAT}") from None
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON, a 5000-digit number
+        raise UserError(f"{where}: not a bench baseline of format {FORMAT} (not valid JSON: "
+                        f"{(str(e).splitlines() or [type(e).__name__])[0][:100]}; record one "
+                        "with --update-baseline)") from None
+    cfgmod.check_depth(b, where)
+    bad = _check_baseline(b)
+    if bad is not None:
+        field, value, allowed = bad
+        raise UserError(f"{where}: {field} = {_shown(value)}: must be {allowed} (not a "
+                        f"bench baseline of format {FORMAT} as --update-baseline records it)")
     return b
+
+
+def _check_output(results: str, out_dir: Path, base_file: Path | None) -> None:
+    """Before a bench runs anything: its run folder can be made (every existing part of
+    the path a folder, each name short enough, the nearest existing one writable), and so
+    can the baseline it is asked to record."""
+    for path, what in ((out_dir, f"--results {results!r}"),
+                       *(((base_file, f"--baseline {str(base_file)!r}"),) if base_file else ())):
+        for part in path.parts:
+            if len(os.fsencode(part)) > 255:
+                raise UserError(f"{what}: the folder name {part[:40]!r}... is "
+                                f"{len(os.fsencode(part))} bytes; at most 255")
+        target = path if path is out_dir else path.parent
+        try:
+            existing = next(p for p in (target, *target.parents) if p.exists())
+        except StopIteration:
+            continue
+        except OSError as e:
+            raise UserError(f"{what}: not a usable path ({e.strerror or e})") from None
+        if not existing.is_dir():
+            raise UserError(f"{what}: {str(existing)!r} is a file, not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UserError(f"{what}: the folder {str(existing)!r} is not writable")
+        if path is base_file and path.exists() and not path.is_file():
+            raise UserError(f"{what}: is a folder or not a regular file; the baseline is "
+                            "written there")
 
 
 def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool = False,
@@ -180,6 +275,7 @@ def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool
                             "--update-baseline)")
         baseline = _read_baseline(base_file)
     out_dir = Path(results) / "bench" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    _check_output(results, out_dir, base_file if update else None)
     started = time.perf_counter()
     run_sweep(dataclasses.replace(suite.spec, storage=""), results=out_dir, jobs=jobs)
     current = {"format": FORMAT, "suite": suite.name, **collect(out_dir / suite.name, suite)}

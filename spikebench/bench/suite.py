@@ -61,30 +61,51 @@ class Suite:
         return self.spec.name
 
 
+# Upper bounds of the suite's numbers: past these a setting is a typo, not a plan.
+MAX_EFFECT = 1e6  # a minimum effect of more than a million events, nats or steps
+MAX_TOLERANCE = 100.0  # a ratio allowed to be 100 times worse is no check: use "off"
+MAX_STEPS = 10**7
+MAX_COUNT = 10**5
+
+
 def _number(path: str, key: str, value: Any, *, lo: float, hi: float = math.inf,
-            integer: bool = False, lo_open: bool = False) -> float:
-    kind = "an integer" if integer else "a number"
+            integer: bool = False, lo_open: bool = False, off: bool = False) -> float:
+    """A finite number (an integer with ``integer``) in [lo, hi] ((lo, hi] with
+    ``lo_open``), else one line naming the key, the value and what is allowed."""
+    kind = "an integer" if integer else "a finite number"
     ok = (isinstance(value, int) if integer else isinstance(value, int | float)) \
-        and not isinstance(value, bool) and (lo < value if lo_open else lo <= value) \
-        and value <= hi
+        and not isinstance(value, bool) and math.isfinite(value) \
+        and (lo < value if lo_open else lo <= value) and value <= hi
     if not ok:
         bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
         allowed = f"{kind} {bound}" + (f" and <= {hi:g}" if hi < math.inf else "")
-        raise UserError(f"{path}: bench.{key} = {value!r}: must be {allowed}")
+        shown = (f"{str(value)[:20]}... ({len(str(value))} digits)"
+                 if isinstance(value, int) and len(str(value)) > 30 else repr(value))
+        raise UserError(f"{path}: bench.{key} = {shown}: must be {allowed}"
+                        + (' or "off" (shown, not judged)' if off else ""))
     return value
 
 
+def _off(value: Any) -> bool:
+    """ "off" in any case: a check shown, not judged."""
+    return isinstance(value, str) and value.strip().lower() == "off"
+
+
 def _tolerance(path: str, raw: Any) -> dict[str, float | None]:
-    """One number for every performance ratio, or a table of them by metric ("off": shown,
-    not judged)."""
+    """One number for every performance ratio, or a table of them by metric ("off", in any
+    case: shown, not judged)."""
     if not isinstance(raw, dict):
-        t = float(_number(path, "perf.tolerance", raw, lo=0.0, lo_open=True))
+        if _off(raw):
+            return dict.fromkeys(PERF_METRICS)
+        t = float(_number(path, "perf.tolerance", raw, lo=0.0, hi=MAX_TOLERANCE, lo_open=True,
+                          off=True))
         return {k: None if DEFAULT_TOLERANCE[k] is None else t for k in PERF_METRICS}
     if set(raw) - set(PERF_METRICS):
         raise UserError(f"{path}: bench.perf.tolerance: {sorted(set(raw) - set(PERF_METRICS))[0]!r}"
                         " is not a performance ratio (allowed: " + ", ".join(PERF_METRICS) + ")")
-    return {**DEFAULT_TOLERANCE, **{k: None if v in ("off", None) else float(_number(
-        path, f"perf.tolerance.{k}", v, lo=0.0, lo_open=True)) for k, v in raw.items()}}
+    return {**DEFAULT_TOLERANCE, **{k: None if v is None or _off(v) else float(_number(
+        path, f"perf.tolerance.{k}", v, lo=0.0, hi=MAX_TOLERANCE, lo_open=True, off=True))
+        for k, v in raw.items()}}
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -123,7 +144,8 @@ def load_suite(path: str | Path) -> Suite:
         raise UserError(f"{path}: bench.min_effect: {bad!r} is not a metric (allowed: "
                         + ", ".join(METRICS) + ")")
     min_effect = {**DEFAULT_MIN_EFFECT, **{
-        k: float(_number(path, f"min_effect.{k}", v, lo=0.0)) for k, v in effects.items()}}
+        k: float(_number(path, f"min_effect.{k}", v, lo=0.0, hi=MAX_EFFECT))
+        for k, v in effects.items()}}
     p = raw.get("perf", {})
     if not isinstance(p, dict):
         raise UserError(f"{path}: bench.perf = {p!r}: must be a table")
@@ -133,19 +155,23 @@ def load_suite(path: str | Path) -> Suite:
                         f" (allowed: {', '.join(defaults.__dict__)})")
     perf = PerfSettings(
         overhead_steps=int(_number(path, "perf.overhead_steps", p.get(
-            "overhead_steps", defaults.overhead_steps), lo=0, integer=True)),
+            "overhead_steps", defaults.overhead_steps), lo=0, hi=MAX_STEPS, integer=True)),
         overhead_repeats=int(_number(path, "perf.overhead_repeats", p.get(
-            "overhead_repeats", defaults.overhead_repeats), lo=1, integer=True)),
+            "overhead_repeats", defaults.overhead_repeats), lo=1, hi=MAX_COUNT, integer=True)),
         sweep_trials=int(_number(path, "perf.sweep_trials", p.get(
-            "sweep_trials", defaults.sweep_trials), lo=0, integer=True)),
+            "sweep_trials", defaults.sweep_trials), lo=0, hi=MAX_COUNT, integer=True)),
         sweep_steps=int(_number(path, "perf.sweep_steps", p.get(
-            "sweep_steps", defaults.sweep_steps), lo=1, integer=True)),
+            "sweep_steps", defaults.sweep_steps), lo=1, hi=MAX_STEPS, integer=True)),
         report_trials=int(_number(path, "perf.report_trials", p.get(
-            "report_trials", defaults.report_trials), lo=0, integer=True)),
+            "report_trials", defaults.report_trials), lo=0, hi=MAX_COUNT, integer=True)),
         tolerance=_tolerance(path, p.get("tolerance", defaults.tolerance)))
     return Suite(path=path, spec=spec, level=float(level), min_effect=min_effect, perf=perf)
 
 
 def default_baseline(suite: Suite) -> Path:
-    """``benchmarks/baselines/<suite name>.json`` next to the suites folder."""
-    return Path(suite.path).resolve().parent.parent / "baselines" / f"{suite.name}.json"
+    """``baselines/<suite name>.json`` beside the suites folder for a suite in a folder
+    named ``suites`` (``benchmarks/suites/cpu.toml`` -> ``benchmarks/baselines/cpu.json``),
+    else in a ``baselines`` folder beside the suite: never above the suite's own folder."""
+    folder = Path(suite.path).resolve().parent
+    home = folder.parent if folder.name == "suites" else folder
+    return home / "baselines" / f"{suite.name}.json"

@@ -9,12 +9,15 @@ and what is allowed, before anything runs.
 from spikebench.config.build import build, off_value, optional_key, value_at
 from spikebench.config.load import (
     BUDGET_KEYS,
+    MAX_DEPTH,
     PACKAGE_ROOT,
     REPO_ROOT,
+    check_depth,
     from_dict,
     load,
     load_toml,
     parse_override,
+    regular_file,
     resolve,
     resolve_flat,
 )
@@ -35,10 +38,10 @@ from spikebench.config.schema import (
 )
 
 __all__ = [
-    "BUDGET_KEYS", "PACKAGE_ROOT", "REPO_ROOT", "CleanConfig", "Config", "CurriculumConfig",
+    "BUDGET_KEYS", "MAX_DEPTH", "PACKAGE_ROOT", "REPO_ROOT", "CleanConfig", "Config", "CurriculumConfig",
     "DataConfig",
     "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "ResponseConfig",
     "RunConfig",
-    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "off_value", "optional_key", "from_dict", "load", "load_toml",
-    "parse_override", "resolve", "resolve_flat", "value_at",
+    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "check_depth", "off_value", "optional_key", "from_dict", "load", "load_toml",
+    "parse_override", "regular_file", "resolve", "resolve_flat", "value_at",
 ]

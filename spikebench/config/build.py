@@ -52,9 +52,15 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     )
     if not ok:
         raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
-    if tp is float and not math.isfinite(value):  # NaN slips past every range comparison
-        raise UserError(f"{key} = {value!r}: must be a finite number")
-    return float(value) if tp is float else value
+    if tp is float:
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past the largest float
+            raise UserError(f"{key} = {str(value)[:20]}... ({len(str(value))} digits): must "
+                            "be a finite number (at most about 1.8e308)") from None
+        if not math.isfinite(value):  # NaN slips past every range comparison
+            raise UserError(f"{key} = {value!r}: must be a finite number")
+    return value
 
 
 def _check_range(key: str, value: Any, meta: dict, optional: bool = False) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,73 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise UserError(f"--set {text!r}: the key must be dotted, e.g. optim.lr")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
+    value = _parse_literal(key, raw.strip())
+    check_depth(value, f"--set {key}")
     _no_dates(value, f"--set {key}")
     return key.split("."), value
+
+
+# How deep a config, sweep file, suite, run's config.json or baseline may nest its tables and
+# arrays: the deepest real one nests 5 levels; past this a file is refused before anything
+# walks it (a recursive walk of a very deep one exceeds Python's recursion limit).
+MAX_DEPTH = 32
+
+
+def _parse_literal(key: str, raw: str) -> Any:
+    """A ``--set`` value as a TOML literal, else the plain string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+    except RecursionError:
+        raise UserError(f"--set {key}={raw[:40]}...: nested too deeply (at most "
+                        f"{MAX_DEPTH} levels of arrays and tables)") from None
+    except ValueError:  # an integer past Python's 4300-digit conversion limit
+        digits = sum(c.isdigit() for c in raw)
+        raise UserError(f"--set {key}={raw[:20]}...: a number of {digits} digits; every "
+                        "setting takes a number of at most 4300 digits (most far fewer)"
+                        ) from None
+
+
+def depth(value: Any) -> int:
+    """How many levels of tables and arrays ``value`` nests (0 for a plain value); walked
+    without recursion, and stopping one level past :data:`MAX_DEPTH`."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def check_depth(value: Any, where: str) -> None:
+    """Refuse a value nested deeper than :data:`MAX_DEPTH` levels, naming ``where``."""
+    if depth(value) > MAX_DEPTH:
+        raise UserError(f"{where}: nested more than {MAX_DEPTH} levels deep (tables and "
+                        f"arrays); at most {MAX_DEPTH} are allowed")
+
+
+def regular_file(path: Path, what: str) -> None:
+    """Refuse a path that is missing, a folder, or not a regular file (a FIFO, a device, a
+    socket: reading one could block or never end), without opening it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{what} {str(path)[:200]!r}: not found") from None
+    except (OSError, ValueError) as e:  # a name too long, a NUL in the path, no permission
+        why = getattr(e, "strerror", None) or str(e)
+        raise UserError(f"{what} {str(path)[:200]!r}: cannot be read ({why})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{what} {str(path)[:200]!r}: is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                else "a character device" if stat.S_ISCHR(st.st_mode)
+                else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a plain file")
+        raise UserError(f"{what} {str(path)[:200]!r}: is {kind}; must be a regular file")
 
 
 def _no_dates(value: Any, where: str) -> None:
@@ -81,20 +144,26 @@ def overrides_to_dict(overrides: list[str]) -> dict[str, Any]:
 def load_toml(path: str | Path, what: str = "config") -> dict[str, Any]:
     p = Path(path)
     try:
-        is_dir, is_file = p.is_dir(), p.is_file()
+        is_dir = p.is_dir()
     except (OSError, ValueError) as e:  # a name too long, a NUL in the path
         raise UserError(f"{what} file {str(p)[:200]!r}: cannot be read ({e})") from None
     if is_dir:
         raise UserError(f"{what} file {str(p)!r}: is a folder, not a TOML file")
-    if not is_file:
-        raise UserError(f"{what} file {str(p)!r}: not found")
+    regular_file(p, f"{what} file")
     try:
         # utf-8-sig: a byte-order mark some editors write is not part of the TOML.
         data = tomllib.loads(p.read_bytes().decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{what} file {str(p)!r}: not valid TOML ({e})") from None
-    except (OSError, ValueError) as e:  # a name too long, a NUL in the path
+    except RecursionError:
+        raise UserError(f"{what} file {str(p)!r}: nested more than {MAX_DEPTH} levels deep "
+                        f"(tables and arrays); at most {MAX_DEPTH} are allowed") from None
+    except OSError as e:  # a name too long, a NUL in the path
         raise UserError(f"{what} file {str(p)[:200]!r}: cannot be read ({e})") from None
+    except ValueError as e:  # an integer past Python's 4300-digit conversion limit
+        raise UserError(f"{what} file {str(p)!r}: holds a number too long to read ("
+                        f"{str(e).split(':')[0]}); at most 4300 digits") from None
+    check_depth(data, f"{what} file {str(p)!r}")
     try:
         _no_dates(data, "")
     except UserError as e:
@@ -170,14 +239,17 @@ def load_run_json(path: str | Path) -> dict[str, Any]:
     ``train.steps`` was worked out from ``train.tokens`` when that is set: the tokens stay
     the budget."""
     p = Path(path)
+    regular_file(p, "config file")
     try:
         data = json.loads(p.read_bytes().decode("utf-8-sig"))
-    except FileNotFoundError:
-        raise UserError(f"config file {str(p)!r}: not found") from None
+    except RecursionError:
+        raise UserError(f"config file {str(p)!r}: nested more than {MAX_DEPTH} levels deep "
+                        f"(objects and arrays); at most {MAX_DEPTH} are allowed") from None
     except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
         raise UserError(f"config file {str(p)[:200]!r}: not a valid JSON config ({e})") from None
     if not isinstance(data, dict):
         raise UserError(f"config file {str(p)!r}: not a JSON object")
+    check_depth(data, f"config file {str(p)!r}")
     train = data.get("train")
     if isinstance(train, dict) and train.get("tokens") is not None:
         data["train"] = {k: v for k, v in train.items() if k != "steps"}

@@ -158,8 +158,9 @@ class CleanConfig:
     max_domain_share: float | None = field(default=None, metadata=_rng(0.0, 1.0, lo_open=True))
     domain_field: str = ""
     # Results of cleaning a corpus with given settings are kept here, by content hash ("":
-    # no cache).
-    cache_dir: str = "results/.clean-cache"
+    # no cache). "auto": in the run's output folder, `.clean-cache/` beside the run folder
+    # (`run.out_dir/.clean-cache`; a sweep's trial folder), never outside it.
+    cache_dir: str = "auto"
 
 
 @dataclass
@@ -316,6 +317,10 @@ class Config:
                             "whose loss scaler decides which steps it skips; use fp32 or bf16")
 
     def _check_run(self) -> None:
+        if not self.run.out_dir.strip():
+            raise UserError(f"run.out_dir = {self.run.out_dir!r}: must name a folder (empty, "
+                            "the run would be written into the working directory); e.g. "
+                            '"results/runs", or "." for the working directory itself')
         name = self.run.name
         if name in (".", "..") or "/" in name or "\\" in name or len(name.encode()) > 200:
             raise UserError(f"run.name = {name[:60]!r}: must be one plain folder name (no '/', "

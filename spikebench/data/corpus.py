@@ -98,8 +98,11 @@ def domain_map(domains: list[tuple[int, str]], planted: list[dict]) -> DomainMap
     return dm.overlay([s for s in planted if s["kind"] == "domain"], PLANTED)
 
 
-def load_corpus(cfg: Config) -> Corpus:
+def load_corpus(cfg: Config, cache_home: str | Path | None = None) -> Corpus:
     """Load ``cfg.data.corpus`` into a :class:`Corpus`, contaminating it if configured.
+
+    ``cache_home``: the folder an automatic cleaning cache (``clean.cache_dir = "auto"``)
+    goes into, as ``.clean-cache/`` (default ``run.out_dir``): the run's output folder.
 
     ``meta`` holds: source, kind (``stdlib``/``text``/``jsonl``/``bin``), path, n_files,
     bytes (bytes read, or the .bin file sizes), sha256 (of the clean bytes, before any
@@ -149,8 +152,10 @@ def load_corpus(cfg: Config) -> Corpus:
         if meta["kind"] == "bin":
             raise UserError(f"clean: cleans text corpora; data.corpus = {source!r} is a .bin "
                             "token file")
+        home = Path(cfg.run.out_dir if cache_home is None else cache_home)
         data, meta["cleaning"] = clean(bytes(train.numpy()), cfg.clean, meta["contamination"],
-                                       domain_map(domains, meta["contamination"]))
+                                       domain_map(domains, meta["contamination"]),
+                                       cache_home=home)
         train = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         meta["train_tokens"] = len(train)
         if len(train) < 2 * (cfg.data.seq_len + 1):

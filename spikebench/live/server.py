@@ -16,14 +16,40 @@ def serve(registry: Any, port: int, host: str = DEFAULT_HOST) -> tuple[Any, int]
     (``port`` 0 picks a free one). A port in use or a bad host is one line."""
     from prometheus_client import start_http_server
 
+    check_host(host)
     try:
         server, _thread = start_http_server(port, addr=host, registry=registry)
     except OSError as e:
         raise UserError(f"--metrics-port {port}: cannot listen on {host}:{port} "
                         f"({e.strerror or e})") from None
+    except (UnicodeError, ValueError) as e:  # what check_host cannot foresee
+        raise UserError(f"--metrics-host {host[:100]!r}: not a host name or address to "
+                        f"listen on ({e})") from None
     bound = server.server_address[1]
     print(f"metrics: http://{host}:{bound}/metrics", file=sys.stderr, flush=True)
     return server, bound
+
+
+def check_host(host: str) -> None:
+    """Refuse, in one line, a ``--metrics-host`` that cannot be a host name or address,
+    without a name lookup: a NUL or a space, or a name idna cannot encode (a label over
+    63 characters, an empty label: idna's UnicodeError). "" (every interface) and IP
+    addresses pass."""
+    why = ""
+    if any(c.isspace() or c == "\0" for c in host):
+        why = "it holds a space or a NUL"
+    elif host:
+        try:
+            encoded = host.encode("idna")
+        except UnicodeError as e:
+            why = str(e.__cause__ or e) if "idna" in str(e) else str(e)
+        else:
+            if len(encoded) > 253:
+                why = f"{len(encoded)} characters; a host name has at most 253"
+    if why:
+        raise UserError(f"--metrics-host {host[:100]!r}: not a host name or address to "
+                        f"listen on ({why}); must be an IP address or a host name of "
+                        "dot-separated labels of 1-63 characters")
 
 
 def require_client(port: int | None) -> None:

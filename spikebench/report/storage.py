@@ -7,7 +7,10 @@ and Optuna is handed one too.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from spikebench.errors import UserError
@@ -36,11 +39,58 @@ def find_storage(results_dir: Path) -> Path:
     return db
 
 
+def _wal_mode(db: Path) -> bool:
+    """Whether ``db`` is an SQLite file in write-ahead-log mode (header bytes 18-19 are 2)."""
+    try:
+        with open(db, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return head[:16] == b"SQLite format 3\x00" and len(head) == 20 and 2 in (head[18], head[19])
+
+
+_COPIES: dict[tuple, Path] = {}
+
+
+def _stamp(p: Path) -> tuple:
+    try:
+        st = p.stat()
+        return st.st_size, st.st_mtime_ns
+    except OSError:
+        return ()
+
+
+def readable(db: Path) -> Path:
+    """The file a report opens: ``db`` itself, or for a WAL-mode one a private copy (with
+    its ``-wal`` folded in) in a temporary folder removed at exit. Even a read-only
+    connection to a WAL-mode file creates ``-wal`` and ``-shm`` files beside it and writes
+    read marks into the ``-shm``; a report leaves the results folder byte-identical."""
+    if not _wal_mode(db):
+        return db
+    wal = db.with_name(db.name + "-wal")
+    key = (str(db.resolve()), _stamp(db), _stamp(wal))
+    if key in _COPIES and _COPIES[key].is_file():
+        return _COPIES[key]
+    tmp = Path(tempfile.mkdtemp(prefix="spikebench-report-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    copy = tmp / "study.db"
+    shutil.copyfile(db, copy)
+    if wal.is_file():
+        shutil.copyfile(wal, tmp / "study.db-wal")
+    con = sqlite3.connect(copy)  # our own copy: fold its log in, out of WAL mode
+    try:
+        con.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        con.close()
+    _COPIES[key] = copy
+    return copy
+
+
 def read_only(db: Path) -> sqlite3.Connection:
     # mode=ro: SQLite itself refuses every write, whatever Optuna or SQLAlchemy try. The
     # timeout waits for a sweep that is writing the file right now, rather than failing.
-    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
-                           check_same_thread=False)
+    return sqlite3.connect(f"{readable(db).resolve().as_uri()}?mode=ro", uri=True,
+                           timeout=60, check_same_thread=False)
 
 
 def check_storage(db: Path) -> None:
@@ -52,7 +102,7 @@ def check_storage(db: Path) -> None:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
         finally:
             con.close()
-    except sqlite3.Error as e:
+    except (sqlite3.Error, OSError) as e:
         raise UserError(f"{db}: cannot read the Optuna storage ({e})") from None
     missing = [t for t in OPTUNA_TABLES if t not in tables]
     if not tables:

@@ -16,13 +16,24 @@ TensorBoard-style ``value``. Grad norm (optional): ``grad_norm``, ``optim/grad_n
 anything else is an error naming the file, the column, the row and the value, as are steps
 past 0..2**53 - 1 (floats stop being exact) and a CSV row of the wrong width. Rows are
 sorted by step; for repeated steps (a resumed run) the last row wins.
+
+Only regular files are read (a FIFO would block, a device such as ``/dev/zero`` never
+ends), and a line over ``MAX_LINE`` characters is refused where it starts, without being
+held in memory. A plain CSV is parsed by :mod:`.csv_fast` (seconds for millions of rows),
+a JSONL log's lines by json's C scanner in one pass; anything those cannot vouch for is
+read here line by line and cell by cell, with the same result or the error it words.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
+import itertools
 import json
+import json.scanner
 import math
+import operator
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +52,10 @@ MAX_STEP = 2**53 - 1  # the largest step a float (pandas, plots) still holds exa
 # Longer integers are past a float's range (and near Python's 4,300-digit parsing limit):
 # damage, not a value.
 MAX_INT_DIGITS = 300
+# Longest line read (characters, without its newline): far past any log's, short enough
+# that an endless line is refused before it fills memory.
+MAX_LINE = 1 << 20
+JSONL_PIECE = 1 << 23  # bytes of a JSONL log parsed at a time
 
 
 @dataclass
@@ -78,6 +93,10 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
+# json.loads(text, parse_int=_parse_int) builds this decoder anew for every line.
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
 def parse_json(text: str) -> Any:
     """``json.loads`` that fails only with a ValueError carrying a short reason, also where
     json itself would raise RecursionError (deep nesting) or hit Python's int-string limit:
@@ -90,12 +109,61 @@ def parse_json(text: str) -> Any:
         raise ValueError(e.msg) from None
 
 
+def check_file(path: Path) -> None:
+    """Refuse (one line) what is not a readable regular file, before opening it: opening a
+    FIFO blocks until a writer comes, and a device such as /dev/zero never ends."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise UserError(f"{path}: no such file") from None
+        raise UserError(f"{path}: cannot read: {e.strerror or type(e).__name__}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a directory, expected a CSV or JSONL log")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket"
+                if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise UserError(f"{path}: is {kind}, expected a CSV or JSONL log file")
+
+
+class LineTooLong(ValueError):
+    """A line past ``MAX_LINE`` characters; ``number`` is its line number."""
+
+    def __init__(self, number: int):
+        super().__init__(f"line {number}: longer than {MAX_LINE:,} characters, not a log")
+        self.number = number
+
+
+def _too_long(line: str) -> bool:
+    # Read with readline(MAX_LINE + 1): a full read that did not end the line is too long.
+    return len(line) > MAX_LINE and line[-1] not in "\r\n"
+
+
+def capped_lines(f) -> Iterator[str]:
+    """The lines of text file ``f`` as iterating it gives them, but raising
+    :class:`LineTooLong` at a line over ``MAX_LINE`` characters instead of reading it whole."""
+    n = 0
+    while line := f.readline(MAX_LINE + 1):
+        n += 1
+        if _too_long(line):
+            raise LineTooLong(n)
+        yield line
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any, bool]]:
     """(line number, value or a ValueError saying why there is none, whether the line ended)
     per non-blank line. Bytes that are not UTF-8 spoil their own line only, so a reader can
-    name it."""
+    name it; so does a line over ``MAX_LINE`` characters, which is skipped unread."""
     with path.open(encoding="utf-8", errors="surrogateescape") as f:
-        for i, line in enumerate(f, 1):
+        i = 0
+        while line := f.readline(MAX_LINE + 1):
+            i += 1
+            if _too_long(line):
+                while (rest := f.readline(MAX_LINE)) and not rest.endswith("\n"):
+                    pass  # the rest of the long line, a piece at a time
+                yield i, ValueError(f"longer than {MAX_LINE:,} characters"), rest != ""
+                continue
             text = line.strip()
             if not text:
                 continue
@@ -109,31 +177,75 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, bool]]:
             yield i, value, line.endswith("\n")
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    rows = []
-    for i, obj, _ in json_lines(path):
-        if isinstance(obj, ValueError):
-            raise UserError(f"{path}: line {i}: {obj}")
-        if not isinstance(obj, dict):
-            raise UserError(f"{path}: line {i}: expected a JSON object, got {type(obj).__name__}")
-        rows.append(obj)
-    # Built by hand: pandas would fill absent keys with NaN, indistinguishable from a logged
+def _read_jsonl(path: Path) -> tuple[list[str], _Cells]:
+    rows = _jsonl_objects(path)
+    if rows is None:  # some line is not an object: find it and say why
+        rows = []
+        for i, obj, _ in json_lines(path):
+            if isinstance(obj, ValueError):
+                raise UserError(f"{path}: line {i}: {obj}")
+            if not isinstance(obj, dict):
+                raise UserError(
+                    f"{path}: line {i}: expected a JSON object, got {type(obj).__name__}")
+            rows.append(obj)
+    # Cells by hand: pandas would fill absent keys with NaN, indistinguishable from a logged
     # NaN loss; absent keys must read as missing (None).
-    cols: dict[str, None] = {}
-    for r in rows:
-        cols.update(dict.fromkeys(r))
-    import pandas as pd
-
-    return pd.DataFrame({c: [r.get(c) for r in rows] for c in cols}, dtype=object)
+    return list(dict.fromkeys(itertools.chain.from_iterable(rows))), _Cells(rows, get=True)
 
 
-def _read_csv(path: Path, sep: str) -> pd.DataFrame:
+def _jsonl_objects(path: Path) -> list[dict] | None:
+    """Every non-blank line's JSON object, parsed by json's C scanner with ``map`` (the
+    per-line Python of json_lines costs more than the parse); None unless every line is an
+    object: the careful loop then reports the first that is not. The scanner is the one
+    ``json.loads`` uses, with the same ``parse_int``, so the values are the same."""
+    from spikebench.spikes.csv_fast import read_capped
+
+    make = getattr(json.scanner, "c_make_scanner", None)
+    data = read_capped(path, MAX_LINE)
+    if make is None or data is None or b"\r" in data:  # \r: line ends as text mode reads
+        return None
+    scan, objs, start = make(_DECODER), [], 0
+    while start < len(data):  # in pieces, so the text and its lines are never all held
+        end = data.find(b"\n", start + JSONL_PIECE) + 1 or len(data)
+        try:  # a piece ends at a newline, never inside a character
+            lines = [t for t in map(str.strip, data[start:end].decode("utf-8").split("\n"))
+                     if t]
+            found = list(map(scan, lines, itertools.repeat(0)))
+        except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError too
+            return None
+        # A line with no value stops map with StopIteration: fewer results than lines.
+        if len(found) != len(lines):
+            return None
+        got, ends = zip(*found, strict=True) if found else ((), ())
+        if list(ends) != list(map(len, lines)) or not set(map(type, got)) <= {dict}:
+            return None
+        objs += got
+        start = end
+    return objs
+
+
+class _Cells(dict):
+    """A table's columns (name -> cells, in row order), each built on first use: a JSONL
+    log has many keys, a wide CSV many columns, and only three are read."""
+
+    def __init__(self, rows: list, *, get: bool = False, names: list[str] | None = None):
+        super().__init__()
+        self.rows, self.get_, self.names = rows, get, names
+
+    def __missing__(self, col: str) -> list:
+        pick = (operator.methodcaller("get", col) if self.get_
+                else operator.itemgetter(self.names.index(col)))  # type: ignore[union-attr]
+        cells = self[col] = list(map(pick, self.rows))
+        return cells
+
+
+def _read_csv(path: Path, sep: str) -> tuple[list[str], _Cells]:
     """Cells as strings. Read by hand, not by pandas, which turns a row with extra fields into
     an index and fills a short one: a ragged row is refused with its line number."""
     header: list[str] | None = None
     rows: list[list[str]] = []
     with path.open(encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=sep, strict=True)
+        reader = csv.reader(capped_lines(f), delimiter=sep, strict=True)
         try:
             for fields in reader:
                 if not fields or (len(fields) == 1 and not fields[0].strip()):
@@ -148,11 +260,12 @@ def _read_csv(path: Path, sep: str) -> pd.DataFrame:
                     rows.append(fields)
         except csv.Error as e:
             raise UserError(f"{path}: line {reader.line_num}: cannot read ({e})") from None
+        except LineTooLong as e:
+            raise UserError(f"{path}: {e}") from None
     if header is None:
         raise UserError(f"{path}: empty file")
-    import pandas as pd
-
-    return pd.DataFrame(rows, columns=_unique(header), dtype=object)
+    names = _unique(header)
+    return names, _Cells(rows, names=names)
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -178,10 +291,15 @@ def _is_jsonl(path: Path) -> bool:
     return head.startswith(b"{")
 
 
-def _numeric(df: pd.DataFrame, col: str, path: Path, *, required: bool) -> list[float | None]:
+def _numeric(cells: list, col: str, path: Path, *, required: bool) -> list[float | None]:
     """Column as floats, None for missing cells (kept apart from logged NaN/inf values)."""
+    if set(map(type, cells)) <= {float, int}:  # JSON numbers: float() of each, in C
+        try:
+            return list(map(float, cells))
+        except OverflowError:
+            pass  # an integer past the float range: named below
     out = []
-    for i, v in enumerate(df[col].tolist()):
+    for i, v in enumerate(cells):
         if v is None or (isinstance(v, str) and not v.strip()):
             out.append(None)
             continue
@@ -204,23 +322,52 @@ def read_log(
 ) -> Log:
     """Read ``path`` into a :class:`Log`; every problem raises :class:`UserError` (one line)."""
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"{p}: no such file")
-    if p.is_dir():
-        raise UserError(f"{p}: is a directory, expected a CSV or JSONL log")
+    check_file(p)
     try:
         if _is_jsonl(p):
-            df = _read_jsonl(p)
+            cols, cells = _read_jsonl(p)
         else:
-            df = _read_csv(p, "\t" if p.suffix.lower() == ".tsv" else ",")
+            sep = "\t" if p.suffix.lower() == ".tsv" else ","
+            plain = _read_plain_csv(p, sep, metric, grad_metric)
+            if plain is not None:
+                return plain
+            cols, cells = _read_csv(p, sep)
     except (OSError, UnicodeDecodeError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{p}: cannot read: {msg}") from None
-    if df.empty or not len(df.columns):
+    if not cells.rows or not cols:
         raise UserError(f"{p}: empty file (no rows)")
 
-    cols = [str(c) for c in df.columns]
-    df.columns = cols
+    step_col, loss_col, grad_col = _columns(p, cols, metric, grad_metric)
+    loss = _numeric(cells[loss_col], loss_col, p, required=True)
+    step = _numeric(cells[step_col], step_col, p, required=True)
+    keep = [i for i, x in enumerate(loss) if x is not None]
+    for i in keep:
+        s = step[i]
+        if s is None or not math.isfinite(s) or s != int(s):
+            what = "missing step" if s is None else f"step {s!r} is not an integer"
+            raise UserError(f"{p}: column {step_col!r}, row {i + 1}: {what}")
+        if not 0 <= s <= MAX_STEP:
+            raise UserError(f"{p}: column {step_col!r}, row {i + 1}: step "
+                            f"{cells[step_col][i]!r} is out of range (allowed: 0 to 2**53 - 1)")
+    grad = missing = injected = None
+    if grad_col is not None:
+        g = _numeric(cells[grad_col], grad_col, p, required=False)
+        grad = [math.nan if g[i] is None else g[i] for i in keep]
+        # Missing cells are not logged NaNs: a NaN grad norm is a divergence, a gap is not.
+        missing = [g[i] is None for i in keep]
+    if M.INJECTED in cols:
+        # Our own metrics.jsonl marks injected-fault steps; keep them so offline severity
+        # equals the trainer's (injected steps add no area).
+        flags = _numeric(cells[M.INJECTED], M.INJECTED, p, required=False)
+        injected = [bool(flags[i]) for i in keep]
+    frame = _frame([step[i] for i in keep], [loss[i] for i in keep], grad, missing, injected)
+    return Log(str(p), frame, step_col, loss_col, grad_col)
+
+
+def _columns(p: Path, cols: list[str], metric: str | None, grad_metric: str | None
+             ) -> tuple[str, str, str | None]:
+    """The step, loss and grad-norm columns among ``cols`` (see the module docstring)."""
     step_col = _find(cols, STEP_NAMES)
     if step_col is None:
         raise UserError(f"{p}: no step column (looked for {', '.join(STEP_NAMES)}; found {', '.join(cols)})")
@@ -241,33 +388,33 @@ def read_log(
             raise UserError(f"{p}: no column {grad_metric!r} (found {', '.join(cols)})")
     else:
         grad_col = _find(cols, GRAD_NAMES, wandb=True)
+    return step_col, loss_col, grad_col
 
-    loss = _numeric(df, loss_col, p, required=True)
-    step = _numeric(df, step_col, p, required=True)
-    keep = [i for i, x in enumerate(loss) if x is not None]
-    for i in keep:
-        s = step[i]
-        if s is None or not math.isfinite(s) or s != int(s):
-            what = "missing step" if s is None else f"step {s!r} is not an integer"
-            raise UserError(f"{p}: column {step_col!r}, row {i + 1}: {what}")
-        if not 0 <= s <= MAX_STEP:
-            raise UserError(f"{p}: column {step_col!r}, row {i + 1}: step "
-                            f"{df[step_col].iloc[i]!r} is out of range (allowed: 0 to 2**53 - 1)")
+
+def _read_plain_csv(p: Path, sep: str, metric: str | None, grad_metric: str | None
+                    ) -> Log | None:
+    """The log through :mod:`.csv_fast` if it is a plain CSV, else None."""
+    from spikebench.spikes.csv_fast import read_plain_csv
+
+    c = read_plain_csv(p, sep, lambda cols: _columns(p, cols, metric, grad_metric), _unique,
+                       max_line=MAX_LINE, max_step=MAX_STEP, injected_name=M.INJECTED)
+    if c is None:
+        return None
+    return Log(str(p), _frame(c.step, c.loss, c.grad, c.grad_missing, c.injected), *c.names)
+
+
+def _frame(step, loss, grad, grad_missing, injected) -> pd.DataFrame:
+    """The tidy table of the rows with a loss: sorted by step, the last of repeated steps."""
+    import numpy as np
     import pandas as pd
 
-    out = pd.DataFrame(
-        {"step": [step[i] for i in keep], "loss": [loss[i] for i in keep]}, dtype=float
-    )
-    if grad_col is not None:
-        g = _numeric(df, grad_col, p, required=False)
-        out["grad_norm"] = [math.nan if g[i] is None else g[i] for i in keep]
-        # Missing cells are not logged NaNs: a NaN grad norm is a divergence, a gap is not.
-        out["grad_norm_missing"] = [g[i] is None for i in keep]
-    if M.INJECTED in cols:
-        # Our own metrics.jsonl marks injected-fault steps; keep them so offline severity
-        # equals the trainer's (injected steps add no area).
-        flags = _numeric(df, M.INJECTED, p, required=False)
-        out["injected"] = [bool(flags[i]) for i in keep]
+    out = pd.DataFrame({"step": np.asarray(step, dtype=float),
+                        "loss": np.asarray(loss, dtype=float)})
+    if grad is not None:
+        out["grad_norm"] = np.asarray(grad, dtype=float)
+        out["grad_norm_missing"] = np.asarray(grad_missing, dtype=bool)
+    if injected is not None:
+        out["injected"] = np.asarray(injected, dtype=bool)
     out["step"] = out["step"].astype("int64")
     out = out.sort_values("step", kind="stable").drop_duplicates("step", keep="last")
-    return Log(str(p), out.reset_index(drop=True), step_col, loss_col, grad_col)
+    return out.reset_index(drop=True)

@@ -31,12 +31,17 @@ from optuna.trial import TrialState
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_text
 from spikebench.sweep import claims, spares
+from spikebench.sweep.folders import check_folder, make_folder
 from spikebench.sweep.slots import Slot, make_slots
 from spikebench.sweep.spec import SweepSpec
 from spikebench.sweep.studies import (
+    Heartbeat,
+    check_storage,
+    check_study,
     count_done,
     default_storage,
     enqueue_plan,
+    give_back,
     is_sqlite,
     make_storage,
     mask_url,
@@ -49,7 +54,7 @@ from spikebench.sweep.utilisation import measure
 
 @contextmanager
 def _exclusive(study_dir: Path):
-    study_dir.mkdir(parents=True, exist_ok=True)
+    study_dir.mkdir(parents=True, exist_ok=True)  # run_sweep checked it first (make_folder)
     f = open(study_dir / ".lock", "w")  # noqa: SIM115 - held for the whole sweep
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,14 +137,24 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     study_dir = Path(results) / spec.name
     url = storage or spec.storage or default_storage(study_dir)
+    # Everything a sweep refuses is refused before it writes a file: the storage URL, the
+    # results folder, then the storage itself and the study in it (read only). Only a new
+    # SQLite file of its own, which holds nothing to refuse, waits for its folder and lock.
+    check_storage(url)
+    check_folder(study_dir / "trials", results)
     nproc = int(spec.base.get("train.nproc", 1))  # each trial's ranks: GPUs, else processes
     slots = make_slots(jobs, nproc) if jobs != 0 else []  # 0: create the study for workers only
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # On a shared storage the driver's trials beat like a worker's, so that if this
+    # driver dies for good, workers retry its trials once they go stale.
+    shared = not is_sqlite(url)
+    opened = None
+    if url != default_storage(study_dir) or (study_dir / "study.db").exists():
+        opened = make_storage(url, heartbeat=shared)
+        check_study(spec, opened)
+    make_folder(study_dir / "trials", results)
     with _exclusive(study_dir):
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        # On a shared storage the driver's trials beat like a worker's, so that if this
-        # driver dies for good, workers retry its trials once they go stale.
-        shared = not is_sqlite(url)
-        storage = make_storage(url, heartbeat=shared)
+        storage = opened or make_storage(url, heartbeat=shared)
         study = open_study(spec, storage)
         # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
         # On a shared storage, only the trials this results folder's last driver left.
@@ -170,6 +185,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         def task() -> None:
             slot = free.get()
             try:
+                if given_back:
+                    return  # this results folder failed a trial: ask for no more
                 with lock, warnings.catch_warnings():
                     # Optuna warns that heartbeats are meant for optimize(): we beat ourselves.
                     warnings.simplefilter("ignore", UserWarning)
@@ -188,8 +205,11 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                 ran.append(trial_dir)
                 with lock:
                     running.append(trial_dir)
+                own = None
                 try:
                     out = run_trial(trial, spec, slot, trials_dir, lock, warm_next)
+                except OSError as e:  # its folder or process could not be made: not its fault
+                    own = f"{type(e).__name__}: {e}"
                 except Exception as e:  # noqa: BLE001 - one broken trial must not end the sweep
                     out = Outcome(TrialState.FAIL, attrs={"error": f"{type(e).__name__}: {e}"})
                 finally:
@@ -199,6 +219,12 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                     heart.discard(trial._trial_id)
                 if stopping.is_set():
                     return  # interrupted: left RUNNING, so the next run retries it
+                if own is not None:  # given back, not counted: the next run retries it
+                    with lock:
+                        give_back(study, spec, trial, own, retry=False)
+                        given_back.append(f"trial #{trial.number}: {own}")
+                        progress.running -= 1
+                    return
                 with lock:
                     record(trial, out)
                     study.tell(trial, out.values if out.state == TrialState.COMPLETE else None,
@@ -237,7 +263,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
             finally:
                 free.put(slot)
 
-        heart = _Heartbeat(storage) if shared else None
+        heart = Heartbeat(storage) if shared else None
+        given_back: list[str] = []  # trials this results folder could not start
         old = signal.signal(signal.SIGTERM, _sigterm)
         ran: list[Path] = []  # the trial folders this run started
         asked = [0]
@@ -266,38 +293,13 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                 follower.stop()
             signal.signal(signal.SIGTERM, old)
             export_trials(study, study_dir)
+        if given_back:
+            raise UserError(f"results folder {str(study_dir)!r}: {given_back[0][:300]}; "
+                            f"{len(given_back)} trial(s) given back to the study, not counted: "
+                            "fix the folder and run the same command")
         n_done = count_done(study)
         used = measure(ran, len(slots), time.monotonic() - started)
         if ran:
             log(used.line())
         return {"study": spec.name, "dir": str(study_dir), "done": n_done, "total": total,
                 "trials_csv": str(study_dir / "trials.csv"), "utilisation": used}
-
-
-
-class _Heartbeat:
-    """Records a heartbeat for each trial running here, at once and then every storage
-    heartbeat interval from a daemon thread: what ``study.optimize`` does for a worker's
-    trial, done for the driver's ask/tell."""
-
-    def __init__(self, storage: optuna.storages.BaseStorage):
-        self.storage = storage
-        self.ids: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def add(self, trial_id: int) -> None:
-        self.storage.record_heartbeat(trial_id)
-        self.ids.add(trial_id)
-
-    def discard(self, trial_id: int) -> None:
-        self.ids.discard(trial_id)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.storage.get_heartbeat_interval() or 30):
-            for trial_id in list(self.ids):
-                self.storage.record_heartbeat(trial_id)
-
-    def stop(self) -> None:
-        self._stop.set()

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import os
 
+from spikebench.sweep.folders import check_folder
 from spikebench.sweep.spec import SweepSpec
-from spikebench.sweep.studies import default_storage, mask_url
+from spikebench.sweep.studies import check_storage, default_storage, mask_url
 
 
 def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | None = None,
                   results: str = "results") -> str:
+    """The plan, after what a run would refuse before it starts and that needs no
+    connection: the storage URL (unparsable, in memory) and the results folder."""
     from pathlib import Path
 
     url = storage or spec.storage or default_storage(Path(results) / spec.name)
+    check_storage(url)
+    check_folder(Path(results) / spec.name / "trials", results)
     runs = (len(spec.arms) + spec.trials) * len(spec.seeds)
     lines = [
         f"study {spec.name!r} from {spec.path}",

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -131,15 +132,23 @@ class SweepSpec:
         return cls(**d)
 
 
-def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"optim": {"lr": 1}, "train.steps": 5}`` -> ``{"optim.lr": 1, "train.steps": 5}``."""
+def flatten(table: dict[str, Any], prefix: str = "", *, path: str = "",
+            where: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 1}, "train.steps": 5}`` -> ``{"optim.lr": 1, "train.steps": 5}``.
+
+    A key given twice, in a table and dotted (``optim = {lr = 1}`` and ``"optim.lr" = 2``),
+    is refused: TOML allows both, and one would be dropped without a word. ``path`` and
+    ``where`` (the file, the table: ``config.``) name it in the message."""
     out: dict[str, Any] = {}
     for key, value in table.items():
         name = prefix + key
-        if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
+        items = flatten(value, name + ".", path=path, where=where).items() if isinstance(
+            value, dict) else [(name, value)]
+        for k, v in items:
+            if k in out:
+                raise _err(path, where + k, v, f"given twice (also as {_shown(out[k])}): "
+                           "give each key once, as a table or as a quoted dotted key")
+            out[k] = v
     return out
 
 
@@ -151,10 +160,28 @@ def resolve_config(base: dict[str, Any], *layers: dict[str, Any]) -> cfgmod.Conf
     return cfgmod.resolve_flat(merged)
 
 
-def _err(path: str, key: str, value: Any, allowed: str) -> UserError:
-    shown = repr(value) if isinstance(value, float) and not math.isfinite(value) else (
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, float) and not math.isfinite(value) else (
         json.dumps(value, default=str, ensure_ascii=False))
-    return UserError(f"{path}: {key} = {shown}: {allowed}")
+
+
+def _err(path: str, key: str, value: Any, allowed: str) -> UserError:
+    return UserError(f"{path}: {key} = {_shown(value)}: {allowed}")
+
+
+def _one_value(path: str, where: str, key: str, value: Any) -> None:
+    """A sweep searches or crosses single values: a key naming a table of the config
+    (``optim``) is refused here, before its table reaches a message as an internal object."""
+    node: Any = cfgmod.Config
+    for part in key.split("."):
+        hints = typing.get_type_hints(node) if dataclasses.is_dataclass(node) else {}
+        if part not in hints:
+            return  # not a config key at all: the config check names it
+        node = hints[part]
+    if dataclasses.is_dataclass(node):
+        fields = [f.name for f in dataclasses.fields(node)]
+        raise _err(path, where, value, f"{key} is a table of the config, not one value: "
+                   f"name one of its keys ({', '.join(f'{key}.{f}' for f in fields)})")
 
 
 def _get(table: dict, key: str, path: str, kind: type | tuple, default: Any, allowed: str):
@@ -180,6 +207,7 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
     if key in SEEDED_KEYS:
         raise _err(path, where, spec, f"{key} is set by study.seeds for every trial; it cannot "
                    "be searched")
+    _one_value(path, where, key, spec)
     for flag in ("log", "off", "int"):
         if flag in spec and not isinstance(spec[flag], bool):
             raise _err(path, f"{where}.{flag}", spec[flag], "must be true or false")
@@ -189,6 +217,13 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
             raise _err(path, where + ".choices", choices, "must be a non-empty list")
         if cfgmod.optional_key(cfgmod.Config, key):  # "off" among the choices is None
             choices = [None if cfgmod.off_value(c) else c for c in choices]
+        # Optuna finds a choice by equality: a repeat (also 1 and 1.0, "off" and "none")
+        # would be drawn twice as often, and report a value under the other's index.
+        for i, c in enumerate(choices):
+            if any(c == d for d in choices[:i]):
+                raise _err(path, where + ".choices", spec["choices"],
+                           f"must be distinct values ({_shown(spec['choices'][i])} repeats "
+                           "an earlier choice)")
         return Param(key, choices=tuple(choices))
     low, high = spec.get("low"), spec.get("high")
     for name, v in (("low", low), ("high", high)):
@@ -196,6 +231,10 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
             raise _err(path, f"{where}.{name}", v, "must be a finite number")
     if low > high:
         raise _err(path, where, spec, "low must be <= high")
+    if spec.get("int", False):
+        for name, v in (("low", low), ("high", high)):
+            if v != int(v):  # Optuna would draw from the truncated range without a word
+                raise _err(path, f"{where}.{name}", v, "must be a whole number with int = true")
     log = spec.get("log", False)
     if log and low <= 0:
         raise _err(path, f"{where}.low", low, "must be > 0 on a log scale")
@@ -269,7 +308,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
                    "multi-objective studies)")
     storage = _get(st, "storage", path, str, "", "must be an Optuna storage URL")
 
-    base = flatten(raw.get("config", {}))
+    base = flatten(raw.get("config", {}), path=path, where="config.")
     for text in overrides or []:
         keys, value = cfgmod.parse_override(text)
         key = ".".join(keys)
@@ -381,7 +420,8 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     if "recipe" in table and not isinstance(table["recipe"], dict) and table["recipe"] is not False:
         raise _err(path, "comparison.recipe", table["recipe"],
                    "must be a table, or false for no recipe arm")
-    baseline = _offs(flatten(table.get("baseline", {})), space)
+    baseline = _offs(flatten(table.get("baseline", {}), path=path,
+                             where="comparison.baseline."), space)
     for p in space:
         baseline.setdefault(p.key, cfgmod.value_at(base_cfg, p.key))
     arms_table = table.get("arms", {})
@@ -398,9 +438,9 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     for arm, changes in named.items():
         if not isinstance(changes, dict):
             raise _err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
-        flat = {**baseline, **_offs(flatten(changes), space)}
         where = "comparison." + ("baseline" if arm == "baseline" else
                                  "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
+        flat = {**baseline, **_offs(flatten(changes, path=path, where=where + "."), space)}
         if arm == "recipe" and "recipe" not in table:
             where += " (the article's recipe, run when the file declares none)"
         try:
@@ -426,8 +466,9 @@ def _parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
         raise _err(path, "comparison.grid", table, 'must be a table {"key" = [values]}')
     grid: dict[str, list] = {}
     dims = {p.key: p for p in space}
-    for key, values in flatten(table).items():
+    for key, values in flatten(table, path=path, where="comparison.grid.").items():
         where = f"comparison.grid.{json.dumps(key)}"
+        _one_value(path, where, key, values)
         if (not isinstance(values, list) or not values
                 or len({json.dumps(v) for v in values}) != len(values)):
             raise _err(path, where, values, "must be a non-empty list of distinct values")

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -31,8 +32,18 @@ DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
 def mask_url(url: str) -> str:
     """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``; also without a
-    scheme (``u:secret@h/db``, a typo that must not print the password either)."""
-    return re.sub(r"^((?:[\w+.-]+://)?[^:/@]*:)[^@]*@", r"\1***@", url)
+    scheme (``u:secret@h/db``, a typo that must not print the password either), and a
+    ``password=`` query value. A URL with no password (``postgresql://u@h/db``) is unchanged.
+
+    The user info ends at the last ``@``: a password holding ``@`` is masked whole."""
+    scheme = re.match(r"[\w+.-]+://", url)
+    head = scheme.group(0) if scheme else ""
+    rest = url[len(head):]
+    if "@" in rest:
+        info, host = rest.rsplit("@", 1)
+        if ":" in info:
+            rest = info.split(":", 1)[0] + ":***@" + host
+    return head + re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", rest)
 
 
 def default_storage(study_dir: Path) -> str:
@@ -57,9 +68,33 @@ def _with_driver(url: str) -> str:
     return url
 
 
+def check_storage(url: str) -> None:
+    """Refuse, without opening anything, a storage URL that does not parse, names no known
+    database, or names one that lives only in memory (``sqlite://``, ``sqlite:///:memory:``,
+    ``file::memory:``, ``mode=memory``): the study would vanish when spikebench exits."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()  # "foo://": no such database
+    except Exception as e:  # noqa: BLE001 - ArgumentError, a bad port's ValueError, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--storage {mask_url(url)}: not a storage URL ({first}); e.g. "
+                        "sqlite:///path/study.db or postgresql://user:pass@host/db") from None
+    db = parsed.database or ""
+    memory = (db in ("", ":memory:") if parsed.get_backend_name() == "sqlite" else
+              db == ":memory:")
+    memory |= ":memory:" in db or "mode=memory" in db or parsed.query.get("mode") == "memory"
+    if memory:
+        raise UserError(f"--storage {mask_url(url)}: an in-memory database, which vanishes "
+                        "when spikebench exits; give a file (sqlite:///path/study.db) or a "
+                        "server (postgresql://user:pass@host/db)")
+
+
 def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
     """An RDB storage for ``url``; with ``heartbeat``, stale trials of dead workers are failed
     after a grace period and retried (up to twice) by whichever worker sees them first."""
+    check_storage(url)
     kwargs: dict[str, Any] = {}
     if heartbeat:
         kwargs = dict(heartbeat_interval=30, grace_period=120,
@@ -111,11 +146,18 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
         return optuna.pruners.PatientPruner(inner, patience=2)
 
 
-def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
+def check_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> None:
+    """Refuse a study of this name that exists with other objectives or another sweep
+    definition, reading only: a refused sweep writes nothing (:func:`open_study` writes)."""
+    try:
+        study = optuna.load_study(study_name=spec.name, storage=storage)
+    except KeyError:
+        return  # no such study yet: it will be created
+    _check_same(spec, study)
+
+
+def _check_same(spec: SweepSpec, study: optuna.Study) -> None:
     directions = ["minimize", "minimize"] if spec.objective == "multi" else ["minimize"]
-    study = optuna.create_study(storage=storage, study_name=spec.name, load_if_exists=True,
-                                directions=directions, sampler=make_sampler(spec, spec.sampler_seed),
-                                pruner=make_pruner(spec))
     if [d.name.lower() for d in study.directions] != directions:
         raise UserError(f"study {spec.name!r}: exists with {len(study.directions)} "
                           f"objective(s); study.objective = {spec.objective!r} needs "
@@ -131,7 +173,15 @@ def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.
         raise UserError(f"study {spec.name!r}: exists with a different sweep definition; "
                           "resume with the same file and --set values, or use another "
                           "study.name")
-    if old is None:
+
+
+def open_study(spec: SweepSpec, storage: optuna.storages.BaseStorage) -> optuna.Study:
+    directions = ["minimize", "minimize"] if spec.objective == "multi" else ["minimize"]
+    study = optuna.create_study(storage=storage, study_name=spec.name, load_if_exists=True,
+                                directions=directions, sampler=make_sampler(spec, spec.sampler_seed),
+                                pruner=make_pruner(spec))
+    _check_same(spec, study)
+    if study.user_attrs.get("spec") is None:
         study.set_user_attr("spec", spec.to_dict())
         study.set_user_attr("spikebench_version", __version__)
     study.set_user_attr("target_trials", len(spec.arms) + spec.trials)
@@ -227,18 +277,59 @@ def recover_interrupted(study: optuna.Study, spec: SweepSpec, owner: str | None 
     return len(stale)
 
 
-def requeue(study: optuna.Study, spec: SweepSpec, t: optuna.trial.FrozenTrial) -> None:
+def requeue(study: optuna.Study, spec: SweepSpec, t: optuna.trial.FrozenTrial | optuna.Trial,
+            *, retry: bool = True) -> None:
     """Enqueue a retry of trial ``t``, marked ``retry_of`` (so ``t`` no longer counts).
 
     An arm is pinned by its definition (the trial may have died before its params were
     suggested, and then a sampler would pick the retry's values); a search trial is retried
-    with the params it had.
+    with the params it had. ``retry`` False: the trial never ran (its worker could not
+    start it), so the retry does not count toward its chain's limit of retries.
     """
     arm = t.user_attrs.get("arm")
     params = fixed_params(spec.space, spec.arms[arm]) if arm in spec.arms else t.params
     attrs = {"arm": arm} if arm else {}
     study.enqueue_trial(params, user_attrs={**attrs, "retry_of": t.number,
-                                            "retries": t.user_attrs.get("retries", 0) + 1})
+                                            "retries": t.user_attrs.get("retries", 0) + int(retry)})
+
+
+def give_back(study: optuna.Study, spec: SweepSpec, trial: optuna.Trial, error: str, *,
+              retry: bool = True) -> None:
+    """End a RUNNING trial that failed for its worker's reasons, not its own: it is failed
+    with ``error`` and ``given_back``, and a retry is enqueued first, so that at no moment
+    does it count toward the target (:func:`count_done`)."""
+    trial.set_user_attr("error", error)
+    trial.set_user_attr("given_back", True)
+    requeue(study, spec, trial, retry=retry)
+    study.tell(trial, state=TrialState.FAIL)
+
+
+class Heartbeat:
+    """Records a heartbeat for each trial running here, at once and then every storage
+    heartbeat interval from a daemon thread: what ``study.optimize`` does for its trial,
+    done for trials run by ask and tell (a driver's, a worker's)."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage):
+        self.storage = storage
+        self.ids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def add(self, trial_id: int) -> None:
+        self.storage.record_heartbeat(trial_id)
+        self.ids.add(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        self.ids.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.storage.get_heartbeat_interval() or 30):
+            for trial_id in list(self.ids):
+                self.storage.record_heartbeat(trial_id)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class RetryStaleTrial:

@@ -57,10 +57,12 @@ def save(run_dir: Path, step: int, state: dict[str, Any], keep: int,
 
 
 def _problem(path: Path, data: bytes) -> str:
-    try:
-        expected = _digest_path(path).read_text().strip()
-    except FileNotFoundError:
+    digest = _digest_path(path)
+    if not digest.exists():
         return "has no checksum (the run was killed while writing it)"
+    if not digest.is_file():
+        return f"has a checksum {digest.name} that is not a regular file"
+    expected = digest.read_text().strip()
     if hashlib.sha256(data).hexdigest() != expected:
         return "checksum mismatch (truncated or corrupted)"
     return ""
@@ -71,16 +73,29 @@ def load_latest(run_dir: Path, usable: Callable[[dict[str, Any]], str] = lambda 
     """The newest checkpoint that is intact and ``usable`` (a check returning "" or why
     not), on the CPU; each one skipped is one ``warn`` line. None: no usable checkpoint."""
     for path in saved(run_dir):
-        data = path.read_bytes()
-        why = _problem(path, data)
+        try:  # a FIFO or a device named like a checkpoint is never opened: it could block
+            data = path.read_bytes() if path.is_file() else None
+        except OSError as e:
+            data, why = None, f"cannot be read ({e.strerror or e})"
+        else:
+            why = "" if data is not None else "is not a regular file"
+        if data is None:
+            warn(f"checkpoint {path}: {why}; using the previous one")
+            continue
+        try:
+            why = _problem(path, data)
+        except (OSError, UnicodeDecodeError) as e:
+            why = f"has an unreadable checksum file ({type(e).__name__})"
         state = None
         if not why:
             try:
                 state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             except Exception as e:  # noqa: BLE001 - any unreadable file is one line
                 why = f"does not load ({type(e).__name__})"
+        if state is not None and not isinstance(state, dict):
+            why, state = f"holds a {type(state).__name__}, not a checkpoint", None
         if state is not None and state.get("version") != VERSION:
-            why = f"version {state.get('version')!r}, this spikebench reads {VERSION}"
+            why = f"version {str(state.get('version'))[:40]!r}, this spikebench reads {VERSION}"
         why = why or usable(state)
         if not why:
             return state

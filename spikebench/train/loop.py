@@ -153,12 +153,15 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     return ``{"status", "steps", "rank"}``.
     """
     t = cfg.train
-    preflight(cfg)
+    preflight(cfg, run_dir=run_dir)
+    if resume:
+        _check_resume(Path(run_dir))
     dist, device = setup(resolve_device(t.device), t.dist_timeout_s)
     _check_world(cfg, dist)
     if t.threads or dist.world > 1:  # a trial's threads (or the cores) shared by its ranks
         torch.set_num_threads(max(1, (t.threads or os.cpu_count() or 1) // dist.local_world))
-    corpus = load_corpus(cfg)
+    # An automatic cleaning cache lives in the output folder: beside the run folder.
+    corpus = load_corpus(cfg, cache_home=None if run_dir is None else Path(run_dir).parent)
     stream = BatchStream(corpus, cfg, device)
     torch.manual_seed(derive_seed(t.seed, "init"))
     model = build_model(cfg.model).to(device)
@@ -176,9 +179,26 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     run_dir = Path(dist.broadcast(str(run_dir)))
     log_path = run_dir / "metrics.jsonl"
-    saved = _resumable(cfg, run_dir, log_path) if resume and dist.main else None
+    saved = _resumable(cfg, run_dir, log_path, model, opt) if resume and dist.main else None
     saved = dist.broadcast(saved) if resume else None  # the checkpoint rank 0 chose
     precision = _precision(cfg, device, dist, saved)
+    # The online spike monitor: O(1) per step, fed host floats at each read-back.
+    monitor = SpikeMonitor(cfg.spikes.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=cfg.spikes.gap)
+    r = cfg.response
+    parts = {"zclip": ZClip(cfg.optim.zclip_alpha, cfg.optim.zclip_z, cfg.optim.zclip_warmup,
+                            device) if cfg.optim.clip_mode == "zclip" else None,
+             "skipper": SkipStep(r.skip_window, r.skip_k, device)
+             if r.kind == "skip_step" else None}
+    # Every rank keeps its own ring (a disk ring: rank 0's in the run folder).
+    ring_dir = run_dir if dist.main else run_dir / f"rank-{dist.rank}"
+    rollback = Rollback(r, cfg.spikes.gap, ring_dir) if r.kind == "rollback" else None
+    if saved is not None:  # restored before the run folder is touched: a failure leaves it
+        try:
+            at = restore(saved, model, opt, precision, monitor, {**parts, "rollback": rollback})
+        except Exception as e:  # noqa: BLE001 - a damaged state that passed usable()
+            raise UserError(f"--resume {run_dir}: the checkpoint of step {saved['step']} "
+                            f"cannot be restored ({type(e).__name__}: "
+                            f"{(str(e).splitlines() or [''])[0][:200]})") from None
     meta = {
         "environment": environment(device),
         "nproc": dist.world,
@@ -203,8 +223,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         sinks = [log, *sinks]
         for s in sinks:
             s.start({**meta, "run_dir": str(run_dir)})
-    # The online spike monitor: O(1) per step, fed host floats at each read-back.
-    monitor = SpikeMonitor(cfg.spikes.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=cfg.spikes.gap)
     history: list[dict[str, Any]] = []  # every record, for the scores at the end
 
     def emit(records: list[dict[str, Any]]) -> None:
@@ -224,14 +242,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     skipped = torch.zeros((), dtype=torch.long, device=device)
     val_history: list[tuple[int, float]] = []
     costs = {"saved": 0, "bytes": 0, "seconds": 0.0}
-    r = cfg.response
-    parts = {"zclip": ZClip(cfg.optim.zclip_alpha, cfg.optim.zclip_z, cfg.optim.zclip_warmup,
-                            device) if cfg.optim.clip_mode == "zclip" else None,
-             "skipper": SkipStep(r.skip_window, r.skip_k, device)
-             if r.kind == "skip_step" else None}
-    # Every rank keeps its own ring (a disk ring: rank 0's in the run folder).
-    ring_dir = run_dir if dist.main else run_dir / f"rank-{dist.rank}"
-    rollback = Rollback(r, cfg.spikes.gap, ring_dir) if r.kind == "rollback" else None
 
     def run_eval(step: int) -> float:
         start = time.perf_counter()
@@ -255,7 +265,6 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     if saved is None:
         emit([{M.STEP: 0, M.TOKENS: 0, M.VAL_LOSS: run_eval(0), M.ELAPSED_S: 0.0}])
     else:
-        at = restore(saved, model, opt, precision, monitor, {**parts, "rollback": rollback})
         if dist.main:
             history.extend(read_log(log.partial, saved["log_bytes"]))
         start, position, tokens, val_history[:] = at.step, at.position, at.tokens, at.val_history
@@ -409,16 +418,51 @@ def _check_world(cfg: Config, dist: Dist) -> None:
     cfg.check()
 
 
-def _resumable(cfg: Config, run_dir: Path, log: Path) -> dict[str, Any] | None:
-    """The newest checkpoint of ``run_dir`` this run can continue from; None (and one line
-    on stderr) when there is none, and the run starts again from step 0."""
+def _check_resume(run_dir: Path) -> None:
+    """What makes a run folder impossible to resume, refused in one line before anything
+    runs: a finished run, and a ``meta.json`` that is missing or damaged while checkpoints
+    wait (a resume continues the first start's record; with no checkpoint the run trains
+    again from step 0 and writes a new one)."""
     if (run_dir / "summary.json").exists():
         raise UserError(f"--resume {run_dir}: the run already finished (it has a "
                         "summary.json); nothing to resume")
+    saved = checkpoint.saved(run_dir)
+    if not saved:
+        return
+    for path in saved:  # the run writes its checkpoints there again
+        if path.is_dir():
+            raise UserError(f"--resume {run_dir}: {path} is a folder, where the run writes "
+                            "a checkpoint file; remove it")
+    meta = run_dir / "meta.json"
+    why = ""
+    try:
+        if not meta.is_file():
+            why = "is missing" if not meta.exists() else "is not a regular file"
+        else:
+            first = json.loads(meta.read_bytes().decode("utf-8"))
+            if not isinstance(first, dict):
+                why = f"holds a JSON {type(first).__name__}, not an object"
+            elif not isinstance(first.get("resumes", []), list):
+                why = f"has resumes = {str(first['resumes'])[:40]!r}, not a list"
+    except RecursionError:
+        why = "is nested too deeply"
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, truncated JSON
+        why = f"is damaged ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
+    if why:
+        raise UserError(f"--resume {run_dir}: meta.json {why}; the run's record of its first "
+                        "start is lost, so its checkpoints cannot be continued (start a new "
+                        "run, or remove checkpoints/ to train this one again from step 0)")
+
+
+def _resumable(cfg: Config, run_dir: Path, log: Path, model: torch.nn.Module | None = None,
+               opt: torch.optim.Optimizer | None = None) -> dict[str, Any] | None:
+    """The newest checkpoint of ``run_dir`` this run can continue from; None (and one line
+    on stderr) when there is none, and the run starts again from step 0."""
+    _check_resume(run_dir)
     partial = log.with_name(log.name + ".partial")
     if log.is_file() and not partial.exists():  # killed between closing the log and the summary
         os.replace(log, partial)
-    found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial),
+    found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial, model, opt),
                                    warn=lambda text: print(text, file=sys.stderr))
     if found is None:
         print(f"{run_dir}: no usable checkpoint; training again from step 0", file=sys.stderr)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from pathlib import Path
 
 import torch
 
-from spikebench.config import Config
+from spikebench.config import Config, value_at
 from spikebench.errors import UserError
 from spikebench.model import model_class
 
@@ -40,12 +43,16 @@ def _path_exists(key: str, value: str) -> bool:
         raise UserError(f"{key} = {value[:60]!r}...: not a usable path ({why})") from None
 
 
-def preflight(cfg: Config) -> None:
+def preflight(cfg: Config, run_dir: str | Path | None = None) -> None:
     """The cheap checks a run makes before it reads data: the device exists, the model is
-    built from its config (on the meta device: no memory), the corpus and output paths are
-    usable. Raises UserError (one line)."""
-    resolve_device(cfg.train.device)
-    build_model_meta(cfg.model)
+    built from its config and runs one forward (on the meta device: no memory), the corpus
+    and output paths are usable, the run folder's name fits the file system, and the
+    memory the run needs at least is there. ``run_dir``: the run folder a caller chose
+    (else an automatic one under ``run.out_dir``). Raises UserError (one line)."""
+    device = resolve_device(cfg.train.device)
+    if cfg.model.cls == BUILTIN:  # even on the meta device, 10^8 blocks would never build
+        check_memory(cfg, device, gpt_params(cfg))
+    model = build_model_meta(cfg.model, seq_len=cfg.data.seq_len)
     for key, value in (("data.corpus", cfg.data.corpus),
                        ("faults.domain_corpus", cfg.faults.domain_corpus)):
         if value and value != "stdlib" and not _path_exists(key, value):
@@ -58,18 +65,193 @@ def preflight(cfg: Config) -> None:
                             "not a folder")
     if cfg.run.name:
         _path_exists("run.name", str(out / cfg.run.name))
+    _check_names(cfg, run_dir)
+    check_memory(cfg, device, sum(p.numel() for p in model.parameters()))
 
 
-def build_model_meta(cfg) -> None:
+BUILTIN = "spikebench.model:GPT"
+
+
+def gpt_params(cfg: Config) -> int:
+    """A lower bound of the built-in GPT's parameter count, from its config alone: tied
+    token and position embeddings, and per block attention (4 C^2) and MLP (8 C^2)."""
+    m = cfg.model
+    return (m.vocab_size + m.block_size) * m.n_embd + 12 * m.n_layer * m.n_embd ** 2
+
+
+NAME_MAX = 255  # bytes in one folder name (Linux, macOS, Windows)
+
+
+def automatic_name(cfg: Config, stamp: str = "YYYYmmdd-HHMMSS") -> str:
+    """The run folder's name when ``run.name`` is empty (as :func:`runio.new_run_dir`)."""
+    return cfg.run.name or f"{stamp}-{cfg.model.preset}-s{cfg.train.seed}"
+
+
+def _short(x: object, n: int = 24) -> str:
+    text = str(x)
+    return text if len(text) <= n else f"{text[:n]}... ({len(text)} characters)"
+
+
+def _check_names(cfg: Config, run_dir: str | Path | None) -> None:
+    """Every folder name of the run's path fits the file system (255 bytes), the
+    automatic one with room for a ``-N`` suffix: refused before any data is read."""
+    if run_dir is not None:
+        name = Path(run_dir).name
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise UserError(f"train.seed = {_short(cfg.train.seed)}: the run folder name "
+                            f"{_short(name, 40)!r} is {len(os.fsencode(name))} bytes, longer "
+                            f"than the {NAME_MAX} a folder name may have")
+        return
+    if cfg.run.name:
+        return  # checked by the config: at most 200 bytes
+    name = automatic_name(cfg)
+    longest = max((len(os.fsencode(p)) for p in Path(name).parts), default=0)
+    if longest + 6 > NAME_MAX:  # "-99999": the suffix a taken name gets
+        key, value = ("model.preset", cfg.model.preset) if len(
+            os.fsencode(cfg.model.preset)) > len(str(cfg.train.seed)) else (
+            "train.seed", cfg.train.seed)
+        raise UserError(f"{key} = {_short(value)}: the automatic run name (time-preset-seed) "
+                        f"would be {longest} bytes, longer than the {NAME_MAX - 6} allowed "
+                        f"(a folder name holds {NAME_MAX}); set run.name (at most 200 bytes) "
+                        f"or a shorter {key}")
+
+
+def _fmt_bytes(n: float) -> str:
+    if n >= 10**18:  # past any machine; an int this large may not even convert to a float
+        return f"about 10^{len(str(int(n))) - 1} bytes" if n < 10**4000 else "over 10^4000 bytes"
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"
+
+
+def memory_needed(cfg: Config, n_params: int) -> dict[str, int]:
+    """A lower bound, in bytes, of what a run holds at once, by part: the fp32 weights,
+    their gradients and AdamW's two moments (16 bytes a parameter); the validation
+    batches (kept for the whole run) and a training batch (int64 inputs and targets); and
+    one micro-batch's activations: fp32 logits and their log-softmax, and a few
+    ``n_embd``-wide tensors per layer per token (the real count is higher). Per rank;
+    ranks on the CPU share its memory."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    rows = -(-d.batch_size // (cfg.optim.grad_accum * t.nproc))
+    tokens = rows * d.seq_len
+    return {
+        "model and optimizer": 16 * n_params,
+        "validation batches": 2 * 8 * t.eval_batches * d.batch_size * d.seq_len,
+        "a training batch": 2 * 8 * d.batch_size * d.seq_len,
+        "one step's activations": tokens * (8 * m.vocab_size + 4 * 8 * m.n_embd * m.n_layer),
+    }
+
+
+def available_memory(device: torch.device) -> tuple[int, str] | None:
+    """Bytes this run can have, and a phrase naming where: a CUDA device's total memory,
+    or on the CPU what the OS reports available (and the cgroup's limit, in a container).
+    None when it cannot be told."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return props.total_memory, f"{device} ({props.name}) has"
+    found: list[int] = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as f, open(usage) as g:
+                found.append(int(f.read().strip()) - int(g.read().strip()))
+        except (OSError, ValueError):  # "max": no limit
+            pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (OSError, ValueError, AttributeError):
+            return None
+    return max(0, min(found)), "this machine has"
+
+
+def check_memory(cfg: Config, device: torch.device, n_params: int) -> None:
+    """Refuse, in one line naming the setting behind the largest part, a run whose lower
+    bound of memory (:func:`memory_needed`) exceeds what the device has: before anything
+    is allocated, not an allocator's traceback or the OOM killer minutes later."""
+    parts = memory_needed(cfg, n_params)
+    ranks = cfg.train.nproc if device.type == "cpu" else 1
+    need = ranks * sum(parts.values())
+    have = available_memory(device)
+    if have is None or need <= have[0]:
+        return
+    big = max(parts, key=parts.get)
+    # The setting behind the largest part that is furthest above its default.
+    drivers = {"model and optimizer": ("model.n_embd", "model.n_layer", "model.vocab_size",
+                                       "model.block_size"),
+               "validation batches": ("train.eval_batches", "data.batch_size", "data.seq_len"),
+               "a training batch": ("data.batch_size", "data.seq_len"),
+               "one step's activations": ("data.batch_size", "data.seq_len", "model.vocab_size",
+                                          "model.n_embd", "model.n_layer")}[big]
+    defaults = Config()
+    key = max(drivers, key=lambda k: math.log(value_at(cfg, k)) - math.log(value_at(defaults, k)))
+    key = (key, value_at(cfg, key))
+    split = ", ".join(f"{k} {_fmt_bytes(ranks * v)}" for k, v in parts.items())
+    raise UserError(f"{key[0]} = {_short(key[1])}: the run needs at least {_fmt_bytes(need)} "
+                    f"of memory ({split}{f'; {ranks} ranks' if ranks > 1 else ''}), and "
+                    f"{have[1]} {_fmt_bytes(have[0])}{' available' if device.type == 'cpu' else ''}"
+                    "; lower it")
+
+
+def _why(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [""])[0][:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def build_model_meta(cfg, seq_len: int | None = None) -> torch.nn.Module:
     """Build the model on the meta device, so a class that is no ``nn.Module`` or does not
-    take the model config is refused before any data is read."""
+    take the model config is refused before any data is read; with ``seq_len``, run one
+    forward of a (1, seq_len) batch there too, so one without a ``forward`` or whose
+    forward does not return ``(logits, loss)`` with a scalar loss that can be
+    backpropagated is refused as well (no memory, no run folder). Returns the meta model."""
     cls = model_class(cfg)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise UserError(f"model.cls = {cfg.cls!r}: not a torch.nn.Module subclass")
     try:
         with torch.device("meta"):
-            cls(cfg)
-    except Exception as e:  # noqa: BLE001 - a user's class can fail in any way
+            model = cls(cfg)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a user's class can fail in any way
         raise UserError(f"model.cls = {cfg.cls!r}: cannot be built from the model config "
-                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-                        ) from None
+                        f"({_why(e)})") from None
+    if seq_len is not None:
+        _check_forward(cfg, model, seq_len)
+    return model
+
+
+def _check_forward(cfg, model: torch.nn.Module, seq_len: int) -> None:
+    idx = torch.zeros((1, seq_len), dtype=torch.long, device="meta")
+    where = f"model.cls = {cfg.cls!r}: forward(idx, targets)"
+    try:
+        with torch.enable_grad():
+            out = model(idx, idx)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a user's class can fail in any way
+        if re.search(r"\bmeta\b", str(e), re.IGNORECASE):  # an op the meta device lacks (or
+            return  # one that reads a value, .item()): this class is checked when it runs
+        if isinstance(e, NotImplementedError) and "forward" in str(e):
+            raise UserError(f"model.cls = {cfg.cls!r}: has no forward method; it must "
+                            "define forward(idx, targets) returning (logits, loss)") from None
+        raise UserError(f"{where} fails on a (1, {seq_len}) batch ({_why(e)})") from None
+    if not (isinstance(out, tuple | list) and len(out) == 2):
+        got = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, tuple | list)
+               else f"a {type(out).__name__}")
+        raise UserError(f"{where} returned {got}; it must return (logits, loss)")
+    loss = out[1]
+    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1
+            and loss.is_floating_point()):
+        got = (f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}"
+               if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}")
+        raise UserError(f"{where} returned a loss that is {got}; it must be a scalar "
+                        "floating-point tensor")
+    if not loss.requires_grad:
+        raise UserError(f"{where} returned a loss that does not require grad (detached "
+                        "from the parameters); training could not backpropagate it")

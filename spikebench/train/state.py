@@ -106,18 +106,101 @@ def restore(state: dict[str, Any], model: torch.nn.Module, opt: torch.optim.Opti
                     val_history=[(int(s), float(v)) for s, v in state["val_history"]])
 
 
-def usable(state: dict[str, Any], cfg: Config, log: Path) -> str:
-    """Why a checkpoint cannot resume this run ("" if it can)."""
-    if state.get("config") != config_key(cfg):
-        return "written by a run with another config"
-    size = log.stat().st_size if log.is_file() else 0
-    if size < int(state["log_bytes"]):
-        return f"the metrics log has {size} bytes, fewer than the {state['log_bytes']} it had"
+# What a checkpoint holds, by type (a file of another shape is skipped, never restored).
+_INT, _NUM = (int,), (int, float)
+_SHAPE: dict[str, tuple[type, ...]] = {
+    "config": (str,), "model": (dict,), "optim": (dict,), "rng": (dict,), "parts": (dict,),
+    "step": _INT, "position": _INT, "tokens": _INT, "skipped": _INT, "elapsed": _NUM,
+    "val_history": (list,), "monitor": (dict,), "log_bytes": _INT}
+
+
+def _kind(x: Any) -> str:
+    return type(x).__name__
+
+
+def shape_problem(state: Any, model: torch.nn.Module | None = None,
+                  opt: torch.optim.Optimizer | None = None) -> str:
+    """Why ``state`` is not a checkpoint this code could restore ("" if it is): its keys and
+    their types, and with ``model``/``opt`` the tensors' names and shapes and the
+    optimizer's parameter groups."""
+    if not isinstance(state, dict):
+        return f"holds a {_kind(state)}, not a checkpoint"
+    for key, types in _SHAPE.items():
+        if key not in state:
+            return f"has no {key!r}"
+        v = state[key]
+        if not isinstance(v, types) or isinstance(v, bool):
+            return f"has {key} of type {_kind(v)}"
+    for key in ("step", "position", "tokens", "skipped", "log_bytes"):
+        if state[key] < 0:
+            return f"has {key} = {state[key]}"
+    if not all(isinstance(p, list | tuple) and len(p) == 2 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in p)
+               for p in state["val_history"]):
+        return "has a val_history that is not a list of [step, loss] pairs"
+    rng = state["rng"]
+    if not isinstance(rng.get("cpu"), torch.Tensor) or rng["cpu"].dtype != torch.uint8 \
+            or not isinstance(rng.get("cuda", []), list):
+        return "has no CPU random generator state"
+    if model is not None:
+        own = model.state_dict()
+        theirs = state["model"]
+        if set(theirs) != set(own):
+            extra = sorted(set(theirs) ^ set(own), key=str)[0]
+            return f"holds other model weights (differs at {str(extra)[:60]!r})"
+        for k, v in own.items():
+            if not isinstance(theirs[k], torch.Tensor) or theirs[k].shape != v.shape:
+                return f"holds model weight {k!r} of another shape or type"
+    if opt is not None:
+        groups = state["optim"].get("param_groups")
+        if not isinstance(state["optim"].get("state"), dict) or not isinstance(groups, list) \
+                or len(groups) != len(opt.param_groups) or any(
+                    not isinstance(g, dict) or not isinstance(g.get("params"), list)
+                    or len(g["params"]) != len(o["params"])
+                    for g, o in zip(groups, opt.param_groups, strict=False)):
+            return "holds another optimizer's state"
     return ""
 
 
-def read_log(log: Path, n_bytes: int) -> list[dict[str, Any]]:
-    """The first ``n_bytes`` of a metrics log as records: the history a checkpoint saw."""
+def usable(state: dict[str, Any], cfg: Config, log: Path, model: torch.nn.Module | None = None,
+           opt: torch.optim.Optimizer | None = None) -> str:
+    """Why a checkpoint cannot resume this run ("" if it can): another config, another
+    shape (:func:`shape_problem`), or a metrics log shorter than it had or damaged within
+    what it had logged."""
+    why = shape_problem(state, model, opt)
+    if why:
+        return why
+    if state.get("config") != config_key(cfg):
+        return "written by a run with another config"
+    size = log.stat().st_size if log.is_file() else 0
+    if size < state["log_bytes"]:
+        return f"the metrics log has {size} bytes, fewer than the {state['log_bytes']} it had"
+    try:
+        rows = read_log(log, state["log_bytes"], keep=True)
+        if not all(isinstance(r, dict) for r in rows):
+            raise ValueError("a line that is not a JSON object")
+    except (UnicodeDecodeError, ValueError) as e:
+        _READ.clear()
+        return (f"the first {state['log_bytes']} bytes of {log.name} it had logged are "
+                f"damaged ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})")
+    return ""
+
+
+_READ: dict[tuple[str, int], list[dict[str, Any]]] = {}  # the last log usable() read
+
+
+def read_log(log: Path, n_bytes: int, *, keep: bool = False) -> list[dict[str, Any]]:
+    """The first ``n_bytes`` of a metrics log as records: the history a checkpoint saw.
+    Raises UnicodeDecodeError or ValueError for a damaged one. ``keep``: remember the
+    records, so the next call for the same prefix (the resume itself, after
+    :func:`usable` checked it) takes them instead of parsing a long log twice."""
+    key = (str(log), n_bytes)
+    if key in _READ:
+        return _READ[key] if keep else _READ.pop(key)
     with open(log, "rb") as f:
         text = f.read(n_bytes).decode("utf-8")
-    return [parse_json(line) for line in text.splitlines() if line.strip()]
+    rows = [parse_json(line) for line in text.splitlines() if line.strip()]
+    if keep:
+        _READ.clear()
+        _READ[key] = rows
+    return rows

@@ -61,16 +61,34 @@ def decide(data: bytes, cfg: CleanConfig,
     return [(units[i].start, units[i].end, why) for i, why in sorted(reasons.items())]
 
 
-def cached_decide(data: bytes, cfg: CleanConfig, domains: DomainMap | None = None
-                  ) -> tuple[list[tuple[int, int, str]], bool]:
-    """:func:`decide`, read from ``cfg.cache_dir`` when this content, its domains and these
-    settings were cleaned before; returns the removals and whether they came from the cache."""
+AUTO = "auto"  # clean.cache_dir: in the run's output folder
+CACHE_FOLDER = ".clean-cache"
+
+
+def cache_folder(cfg: CleanConfig, home: str | Path | None) -> Path | None:
+    """Where cleaning decisions are cached: ``cfg.cache_dir``, or for "auto"
+    ``home/.clean-cache`` (``home``: the output folder of the run; no cache without one);
+    None: no cache ("")."""
     if not cfg.cache_dir:  # "" turns the cache off
+        return None
+    if cfg.cache_dir == AUTO:
+        return None if home is None else Path(home) / CACHE_FOLDER
+    return Path(cfg.cache_dir)
+
+
+def cached_decide(data: bytes, cfg: CleanConfig, domains: DomainMap | None = None, *,
+                  cache_home: str | Path | None = None
+                  ) -> tuple[list[tuple[int, int, str]], bool]:
+    """:func:`decide`, read from the cache (:func:`cache_folder`) when this content, its
+    domains and these settings were cleaned before; returns the removals and whether they
+    came from the cache."""
+    folder = cache_folder(cfg, cache_home)
+    if folder is None:
         return decide(data, cfg, domains), False
     dm = (domains or _ONE_DOMAIN).digest() if cfg.max_domain_share is not None else ""
     key = hashlib.sha256(data + json.dumps(_settings(cfg), sort_keys=True).encode()
                          + dm.encode()).hexdigest()
-    path = Path(cfg.cache_dir) / f"{key}.json"
+    path = folder / f"{key}.json"
     try:
         return [tuple(r) for r in json.loads(path.read_text())["removed"]], True
     except (OSError, ValueError, KeyError, TypeError):
@@ -97,11 +115,12 @@ def _domain_bytes(data: bytes, cfg: CleanConfig, domains: DomainMap, removed
 
 
 def clean(data: bytes, cfg: CleanConfig, planted: list[dict[str, Any]],
-          domains: DomainMap | None = None) -> tuple[bytes, dict]:
+          domains: DomainMap | None = None, *, cache_home: str | Path | None = None
+          ) -> tuple[bytes, dict]:
     """The kept bytes and the report for the run's meta: per reason the units and bytes
     removed, a few examples, and precision and recall against ``planted``; with balance on,
     per domain the bytes in and out."""
-    removed, from_cache = cached_decide(data, cfg, domains)
+    removed, from_cache = cached_decide(data, cfg, domains, cache_home=cache_home)
     gone = [Unit(s, e) for s, e, _ in removed]
     kept, at = [], 0
     for u in gone:
