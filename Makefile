@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean example-report
+.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean example-report docs
 
 install: $(STAMP)
 
@@ -83,6 +83,14 @@ train: install
 
 lint: install
 	$(BIN)/ruff check spikebench tests benchmarks
+
+# The documentation site: the pages written from the code (the configuration reference, each
+# command's --help), then `mkdocs build --strict` into site/ (git-ignored). The docs extra is
+# installed where MkDocs is missing.
+docs: install
+	@$(BIN)/python -c "import mkdocs, material" 2>/dev/null || $(BIN)/pip install -q -e '.[docs]'
+	$(BIN)/python -m spikebench.config.reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
