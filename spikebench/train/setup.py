@@ -67,6 +67,23 @@ def preflight(cfg: Config, run_dir: str | Path | None = None) -> None:
         _path_exists("run.name", str(out / cfg.run.name))
     _check_names(cfg, run_dir)
     check_memory(cfg, device, sum(p.numel() for p in model.parameters()))
+    _check_optimizer(model, cfg)
+
+
+def _check_optimizer(model: torch.nn.Module, cfg: Config) -> None:
+    """The optimizer the run builds, built over the meta model (not fused: that is the only
+    difference), so a model it would refuse is refused before any data is read."""
+    from spikebench.train.optim import param_groups
+
+    groups = param_groups(model, cfg)
+    if not any(g["params"] for g in groups):
+        raise UserError(f"model.cls = {cfg.model.cls!r}: the model has no trainable parameters")
+    try:
+        torch.optim.AdamW(groups, lr=cfg.optim.lr)
+    except (ValueError, RuntimeError, TypeError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise UserError(f"model.cls = {cfg.model.cls!r}: the optimizer refuses its "
+                        f"parameters ({first})") from None
 
 
 BUILTIN = "spikebench.model:GPT"
