@@ -2,6 +2,7 @@
 rows did not finish in 120 s), and that the fast path's output is the per-row path's.
 
     .venv/bin/python benchmarks/spikes_speed.py [--rows 2000000] [--small 200000] [--repeat 3]
+        [--format csv|jsonl]
 
 Writes synthetic CSV logs (``spikebench.spikes.synthetic.generate``: step, loss, grad_norm)
 of ``--rows`` and ``--small`` rows to a temporary folder (not timed), then times
@@ -39,7 +40,11 @@ print(json.dumps({"steps": res["steps"],
 def write_log(path: Path, rows: int) -> None:
     from spikebench.spikes.synthetic import generate
 
-    generate(0, rows, early_jump=True).to_frame().to_csv(path, index=False)
+    frame = generate(0, rows, early_jump=True).to_frame()
+    if path.suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_csv(path, index=False)
 
 
 def timed(argv: list[str], repeat: int) -> tuple[float, str]:
@@ -58,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", type=int, default=200_000,
                    help="rows of the log the old per-row path is timed on")
     p.add_argument("--repeat", type=int, default=3, help="fast-path runs per log (best kept)")
+    p.add_argument("--format", choices=("csv", "jsonl"), default="csv",
+                   help="the logs' format (default: csv)")
     args = p.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="spikes-speed-") as tmp:
-        logs = {n: Path(tmp) / f"log-{n}.csv" for n in (args.small, args.rows)}
+        logs = {n: Path(tmp) / f"log-{n}.{args.format}" for n in (args.small, args.rows)}
         for n, path in logs.items():
             t0 = time.perf_counter()
             write_log(path, n)

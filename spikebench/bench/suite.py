@@ -111,6 +111,9 @@ def _tolerance(path: str, raw: Any) -> dict[str, float | None]:
 def load_suite(path: str | Path) -> Suite:
     path = str(path)
     spec = load_sweep(path, extra_tables=("bench",))
+    if spec.trainer:
+        raise UserError(f"{path}: [trainer]: a bench suite runs the built-in engine only "
+                        "(command trainers in suites are not supported yet)")
     if spec.trials:
         raise UserError(f"{path}: study.trials = {spec.trials}: a bench suite runs its "
                         "scenarios (the comparison arms) only; set 0")

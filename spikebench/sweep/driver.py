@@ -142,7 +142,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     # SQLite file of its own, which holds nothing to refuse, waits for its folder and lock.
     check_storage(url)
     check_folder(study_dir / "trials", results)
-    nproc = int(spec.base.get("train.nproc", 1))  # each trial's ranks: GPUs, else processes
+    # Each trial's ranks: GPUs, else processes (a [trainer] command starts its own).
+    nproc = 1 if spec.trainer else int(spec.base.get("train.nproc", 1))
     slots = make_slots(jobs, nproc) if jobs != 0 else []  # 0: create the study for workers only
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # On a shared storage the driver's trials beat like a worker's, so that if this
@@ -276,7 +277,8 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                               return_as="generator_unordered")
             # Helpers only for single-process trials: a data-parallel trial's ranks
             # train every seed together.
-            helpers = len(slots) - 1 if remaining and nproc == 1 else 0
+            # A command trial runs its seeds itself (no helpers).
+            helpers = len(slots) - 1 if remaining and nproc == 1 and not spec.trainer else 0
             for _ in runner(itertools.chain((delayed(task)() for _ in range(remaining)),
                                             (delayed(helper)() for _ in range(helpers)))):
                 pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 from spikebench.sweep.folders import check_folder
 from spikebench.sweep.spec import SweepSpec
@@ -30,12 +31,15 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
         f"  target validation loss: {spec.target_loss:g} within {spec.steps} steps"
         + (f" (train.tokens = {spec.base['train.tokens']})" if "train.tokens" in spec.base
            else ""),
+        *([f"  trainer: {shlex.join(spec.trainer['command'])} (metrics from "
+           + (f"its log {spec.trainer['log']!r}" if spec.trainer["log"] else
+              "spikebench.init in the script") + ")"] if spec.trainer else []),
         f"  sampler: {spec.sampler}, pruner: {spec.pruner}",
         f"  seeds per trial: {spec.seeds}",
         f"  workers: {jobs if jobs is not None else 'auto'} (cores here: {os.cpu_count()})"
         + (f", {spec.base['train.nproc']} data-parallel ranks per trial"
-           if spec.base.get("train.nproc", 1) > 1 else ""),
-        "base config overrides:",
+           if not spec.trainer and spec.base.get("train.nproc", 1) > 1 else ""),
+        "trainer parameters:" if spec.trainer else "base config overrides:",
         *[f"  {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in spec.base.items()],
         "search space:",
         *[f"  {p.key}: {p.describe()}" for p in spec.space],

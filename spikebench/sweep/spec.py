@@ -1,6 +1,6 @@
 """Sweep definitions (``sweeps/*.toml``): parsed, checked and planned before anything runs.
 
-A sweep file has four tables::
+A sweep file has four tables, and a fifth for a trainer of the team's own::
 
     [study]       name, trials (search trials), seeds, objective, target_loss, spike_limit,
                   spike_metric, sampler, pruner, storage
@@ -8,6 +8,10 @@ A sweep file has four tables::
     [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
     [comparison]  baseline = {...}, recipe = {...} | false, grid = {"key" = [values]},
                   [comparison.arms] name = {...}
+    [trainer]     command (argv list or string, with macros), steps, eval_every, log, env,
+                  grace_s: each seed runs the command (:mod:`.command`); [config], [space]
+                  and the arms then name the trainer's own parameters, free-form, typed by
+                  the values given
 
 Every problem raises :class:`~spikebench.config.UserError` naming the file, the key, the
 value and what is allowed. Each trial's config is resolved here once, so a bad value in an
@@ -21,6 +25,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +49,10 @@ ARTICLE_RECIPE: dict[str, Any] = {
     "precision.mode": "bf16",
     "curriculum.kind": "seqlen",
 }
+# [trainer]: its keys, and the macros its command may use (each seed's values).
+TRAINER_KEYS = ("command", "steps", "eval_every", "log", "env", "grace_s")
+MACROS = ("params_file", "params_json", "run_dir", "seed", "trial_dir", "checkpoint_dir")
+ARGS_MACRO = "{args}"  # a whole element: the parameters as --key=value flags
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,8 @@ class SweepSpec:
     grid: dict[str, list] = field(default_factory=dict)
     # The sampler's seed in the driver (workers on a shared study draw their own).
     sampler_seed: int = 0
+    # [trainer]: the command each seed runs (empty: the built-in engine trains).
+    trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -191,7 +202,7 @@ def _get(table: dict, key: str, path: str, kind: type | tuple, default: Any, all
     return value
 
 
-def _parse_param(path: str, key: str, spec: Any) -> Param:
+def _parse_param(path: str, key: str, spec: Any, free: bool = False) -> Param:
     where = f"space.{json.dumps(key)}"
     if not isinstance(spec, dict):
         raise _err(path, where, spec, "must be a table {low, high[, log, off, int]} or {choices}")
@@ -207,7 +218,8 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
     if key in SEEDED_KEYS:
         raise _err(path, where, spec, f"{key} is set by study.seeds for every trial; it cannot "
                    "be searched")
-    _one_value(path, where, key, spec)
+    if not free:
+        _one_value(path, where, key, spec)
     for flag in ("log", "off", "int"):
         if flag in spec and not isinstance(spec[flag], bool):
             raise _err(path, f"{where}.{flag}", spec[flag], "must be true or false")
@@ -215,7 +227,7 @@ def _parse_param(path: str, key: str, spec: Any) -> Param:
         choices = spec["choices"]
         if not isinstance(choices, list) or not choices:
             raise _err(path, where + ".choices", choices, "must be a non-empty list")
-        if cfgmod.optional_key(cfgmod.Config, key):  # "off" among the choices is None
+        if not free and cfgmod.optional_key(cfgmod.Config, key):  # "off" is None
             choices = [None if cfgmod.off_value(c) else c for c in choices]
         # Optuna finds a choice by equality: a repeat (also 1 and 1.0, "off" and "none")
         # would be drawn twice as often, and report a value under the other's index.
@@ -248,12 +260,12 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
     ``extra_tables`` are tables a caller reads itself (a bench suite's ``[bench]``)."""
     path = str(path)
     raw = cfgmod.load_toml(path, "sweep")
-    tables = ("study", "config", "space", "comparison", *extra_tables)
+    tables = ("study", "config", "space", "comparison", "trainer", *extra_tables)
     unknown = set(raw) - set(tables)
     if unknown:
         raise UserError(f"{path}: unknown table {sorted(unknown)[0]!r} "
                           f"(allowed: {', '.join(tables)})")
-    for table in ("study", "config", "space", "comparison"):
+    for table in ("study", "config", "space", "comparison", "trainer"):
         if table in raw and not isinstance(raw[table], dict):
             raise _err(path, table, raw[table], "must be a table")
     st = raw.get("study", {})
@@ -316,18 +328,24 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
             for other in cfgmod.BUDGET_KEYS:
                 base.pop(other, None)
         base[key] = value
-    try:
-        base_cfg = resolve_config(base)
-    except UserError as e:
-        raise UserError(f"{path}: config: {e}") from None
+    # With a [trainer], the parameters are the trainer's own: free-form, typed by the values
+    # given, never resolved into spikebench's config.
+    trainer = _parse_trainer(path, raw["trainer"]) if "trainer" in raw else {}
+    free = bool(trainer)
+    base_cfg = None
+    if not free:
+        try:
+            base_cfg = resolve_config(base)
+        except UserError as e:
+            raise UserError(f"{path}: config: {e}") from None
 
     space_raw = raw.get("space", {})
     if not isinstance(space_raw, dict):
         raise _err(path, "space", space_raw, "must be a table")
     # Space keys are quoted dotted names ("optim.clip"), one dimension each.
-    space = [_parse_param(path, k, v) for k, v in space_raw.items()]
+    space = [_parse_param(path, k, v, free) for k, v in space_raw.items()]
     # Both ends of every range (and every choice) must make a valid config.
-    for p in space:
+    for p in space if not free else []:
         probes = list(p.choices) if p.choices is not None else [
             int(p.low) if p.integer else p.low, int(p.high) if p.integer else p.high] + (
             [None] if p.off else [])
@@ -340,11 +358,12 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
                                f"{p.key} has no \"off\" (it must be set): drop off") from None
                 raise UserError(f"{path}: space.{json.dumps(p.key)}: {e}") from None
 
-    _check_one_budget(path, base, space, {})  # the space first: it shapes the arms
+    if not free:
+        _check_one_budget(path, base, space, {})  # the space first: it shapes the arms
     comparison = raw.get("comparison", {})
     arms = _parse_comparison(path, comparison, base, base_cfg, space)
     grid = _parse_grid(path, comparison.get("grid", {}), base, base_cfg, space)
-    at = {k: cfgmod.value_at(base_cfg, k) for k in grid}
+    at = {k: _value_at(base, base_cfg, k) for k in grid}
     for arm, values in arms.items():
         for k in grid:
             if k in values and values[k] != at[k]:
@@ -352,22 +371,86 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
                            f"{k} is on the comparison grid, which runs every arm at each of "
                            "its values: drop it from the arm")
     arms = cross(arms, grid, at)
-    for arm, values in arms.items():  # a crossed arm must make a valid config too
+    for arm, values in arms.items() if not free else ():  # a crossed arm must make a valid config too
         try:
             resolve_config(base, values)
         except UserError as e:
             raise UserError(f"{path}: comparison arm {json.dumps(arm)}: {e}") from None
-    _check_one_budget(path, base, space, arms)
+    if not free:
+        _check_one_budget(path, base, space, arms)
     return SweepSpec(
         path=path, name=name, trials=trials, seeds=list(seeds), objective=objective,
         target_loss=float(target), spike_limit=float(spike_limit), spike_metric=spike_metric,
         sampler=sampler, sampler_seed=sampler_seed, pruner=pruner, storage=storage, base=base,
         space=space, arms=arms,
-        steps=base_cfg.train.steps, eval_every=base_cfg.train.eval_every,
+        steps=trainer["steps"] if free else base_cfg.train.steps,
+        eval_every=trainer["eval_every"] if free else base_cfg.train.eval_every,
         notes=str(st.get("notes", "")),
-        default_recipe=isinstance(comparison, dict) and "recipe" not in comparison,
-        grid=grid,
+        default_recipe=not free and isinstance(comparison, dict) and "recipe" not in comparison,
+        grid=grid, trainer=trainer,
     )
+
+
+def _value_at(base: dict[str, Any], base_cfg: cfgmod.Config | None, key: str) -> Any:
+    """The base's value of ``key``: the resolved config's, or a free-form trainer's."""
+    return base.get(key) if base_cfg is None else cfgmod.value_at(base_cfg, key)
+
+
+def _parse_trainer(path: str, table: dict[str, Any]) -> dict[str, Any]:
+    """``[trainer]``, checked: ``command`` (argv list, or a string split as a shell would),
+    ``steps`` (the budget, required), ``eval_every``, ``log``, ``env``, ``grace_s``."""
+    unknown = sorted(set(table) - set(TRAINER_KEYS))
+    if unknown:
+        raise _err(path, f"trainer.{unknown[0]}", table[unknown[0]],
+                   f"unknown key (allowed: {', '.join(TRAINER_KEYS)})")
+    command = table.get("command")
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError as e:
+            raise _err(path, "trainer.command", table["command"], f"cannot split ({e})") from None
+    if command is None:
+        raise UserError(f"{path}: trainer.command: missing: give the command each seed runs, "
+                        'e.g. command = ["python", "train.py", "--params", "{params_file}"]')
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        raise _err(path, "trainer.command", command, "must be a list of strings or a string")
+    if not command or not command[0].strip():
+        raise _err(path, "trainer.command", table["command"],
+                   "is empty: give the program to run and its arguments")
+    for element in command:
+        if element == ARGS_MACRO:
+            continue
+        for name in re.findall(r"\{([^{}\s]*)\}", element):
+            if name == "args":
+                raise _err(path, "trainer.command", element,
+                           '"{args}" must be an element of its own (it expands to one '
+                           "--key=value flag per parameter)")
+            if name not in MACROS:
+                raise _err(path, "trainer.command", element, f"unknown macro {{{name}}} "
+                           f"(allowed: {', '.join('{' + m + '}' for m in (*MACROS, 'args'))})")
+    steps = table.get("steps")
+    if steps is None:
+        raise UserError(f"{path}: trainer.steps: missing: give the step budget every trial "
+                        "runs (steps to target and the scores count against it)")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise _err(path, "trainer.steps", steps, "must be an integer >= 1")
+    eval_every = table.get("eval_every", max(1, steps // 10))
+    if isinstance(eval_every, bool) or not isinstance(eval_every, int) or not (
+            1 <= eval_every <= steps):
+        raise _err(path, "trainer.eval_every", eval_every,
+                   f"must be an integer in [1, {steps}] (how often the trainer validates)")
+    log = table.get("log", "")
+    if not isinstance(log, str) or (log and (log.startswith("/") or ".." in log.split("/"))):
+        raise _err(path, "trainer.log", log, "must be a file name relative to the run folder")
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in env.values()):
+        raise _err(path, "trainer.env", env, "must be a table of names to strings or numbers")
+    grace = table.get("grace_s", 10)
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < 3600:
+        raise _err(path, "trainer.grace_s", grace, "must be a number of seconds in [0, 3600)")
+    return {"command": command, "steps": steps, "eval_every": eval_every, "log": log,
+            "env": {str(k): str(v) for k, v in env.items()}, "grace_s": float(grace)}
 
 
 def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
@@ -397,7 +480,10 @@ def _check_one_budget(path: str, base: dict[str, Any], space: list[Param],
 
 def _offs(values: dict[str, Any], space: list[Param]) -> dict[str, Any]:
     """"off" ("none", "null") for a key that takes None means None, as ``train`` reads it
-    (e.g. no clipping); for any other key (curriculum.kind = "off") it stays a value."""
+    (e.g. no clipping); for any other key (curriculum.kind = "off") it stays a value, as
+    it does for every key of a [trainer]'s (``space`` None)."""
+    if space is None:
+        return dict(values)
     return {k: None if cfgmod.optional_key(cfgmod.Config, k) and cfgmod.off_value(v) else v
             for k, v in values.items()}
 
@@ -420,10 +506,16 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
     if "recipe" in table and not isinstance(table["recipe"], dict) and table["recipe"] is not False:
         raise _err(path, "comparison.recipe", table["recipe"],
                    "must be a table, or false for no recipe arm")
+    free = base_cfg is None  # a [trainer]'s free-form parameters
+    offs = None if free else space
     baseline = _offs(flatten(table.get("baseline", {}), path=path,
-                             where="comparison.baseline."), space)
+                             where="comparison.baseline."), offs)
     for p in space:
-        baseline.setdefault(p.key, cfgmod.value_at(base_cfg, p.key))
+        if free and p.key not in baseline and p.key not in base:
+            raise _err(path, f"comparison.baseline.{p.key}", None,
+                       f"no value: set {json.dumps(p.key)} in [config] or in "
+                       "[comparison] baseline (every arm starts from the baseline)")
+        baseline.setdefault(p.key, _value_at(base, base_cfg, p.key))
     arms_table = table.get("arms", {})
     if not isinstance(arms_table, dict):
         raise _err(path, "comparison.arms", arms_table, "must be a table of arms")
@@ -432,19 +524,20 @@ def _parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str,
             raise _err(path, f"comparison.arms.{reserved}", arms_table[reserved],
                        f"{reserved!r} is declared as [comparison] {reserved}, not as an arm")
     named = {"baseline": {}, **arms_table}
-    if table.get("recipe") is not False:
-        named["recipe"] = table.get("recipe", ARTICLE_RECIPE)
+    if table.get("recipe") is not False and not (free and "recipe" not in table):
+        named["recipe"] = table.get("recipe", ARTICLE_RECIPE)  # a trainer's only if declared
     arms: dict[str, dict[str, Any]] = {}
     for arm, changes in named.items():
         if not isinstance(changes, dict):
             raise _err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
         where = "comparison." + ("baseline" if arm == "baseline" else
                                  "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
-        flat = {**baseline, **_offs(flatten(changes, path=path, where=where + "."), space)}
+        flat = {**baseline, **_offs(flatten(changes, path=path, where=where + "."), offs)}
         if arm == "recipe" and "recipe" not in table:
             where += " (the article's recipe, run when the file declares none)"
         try:
-            resolve_config(base, flat)
+            if not free:
+                resolve_config(base, flat)
         except UserError as e:
             raise UserError(f"{path}: {where}: {e}") from None
         for p in space:
@@ -466,24 +559,27 @@ def _parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
         raise _err(path, "comparison.grid", table, 'must be a table {"key" = [values]}')
     grid: dict[str, list] = {}
     dims = {p.key: p for p in space}
+    free = base_cfg is None  # a [trainer]'s free-form parameters
     for key, values in flatten(table, path=path, where="comparison.grid.").items():
         where = f"comparison.grid.{json.dumps(key)}"
-        _one_value(path, where, key, values)
+        if not free:
+            _one_value(path, where, key, values)
         if (not isinstance(values, list) or not values
                 or len({json.dumps(v) for v in values}) != len(values)):
             raise _err(path, where, values, "must be a non-empty list of distinct values")
         # "off" for a key that takes None is None, as everywhere else in a sweep file.
-        values = [_offs({key: v}, space)[key] for v in values]
+        values = [_offs({key: v}, None if free else space)[key] for v in values]
         if key in SEEDED_KEYS:
             raise _err(path, where, values, f"{key} is set by study.seeds for every trial")
         for v in values:
             try:
-                resolve_config(base, {key: v})
+                if not free:
+                    resolve_config(base, {key: v})
             except UserError as e:
                 raise UserError(f"{path}: {where}: {e}") from None
             if key in dims and not dims[key].contains(v):
                 raise _err(path, where, v, f"outside the search space ({dims[key].describe()})")
-        at = cfgmod.value_at(base_cfg, key)
+        at = _value_at(base, base_cfg, key)
         if at not in values:
             raise _err(path, where, values, f"must include the base config's value {at!r} "
                        "(where the strategy table compares the arms); set it in [config]")

@@ -211,6 +211,8 @@ CPU_HALF_COST = 1.6
 def arm_cost(spec: SweepSpec, arm: str, *, gpu: bool = False) -> float:
     """An arm's expected training cost, in relative units: tokens, times the cost of its
     precision on the device. Only the order it gives matters (:func:`enqueue_plan`)."""
+    if spec.trainer:
+        return 1.0  # a trainer's own parameters: no cost known, the spec's order stands
     cfg = resolve_config(spec.base, spec.arms[arm])
     tokens = cfg.train.steps * cfg.data.batch_size * cfg.data.seq_len
     return tokens * (CPU_HALF_COST if cfg.precision.mode != "fp32" and not gpu else 1.0)

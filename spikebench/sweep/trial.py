@@ -8,6 +8,7 @@ in state FAIL with the error, never an exception out of the sweep.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -52,6 +53,8 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
     with lock:
         params = suggest(trial, spec.space)
         arm = trial.user_attrs.get("arm", "search")
+    if spec.trainer:
+        return _run_command_trial(trial, spec, slot, trials_dir, lock, params, arm)
     cfg = resolve_config(spec.base, spec.arms.get(arm, {}), params)
     cfg.train.progress = False
     cfg.train.threads = slot.threads
@@ -108,6 +111,11 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
             with _children_lock:
                 _children.discard(proc)
             _stop_helpers(trial_dir)
+    return _outcome(proc, pruned, trial_dir, spec, attrs)
+
+
+def _outcome(proc: subprocess.Popen, pruned: bool, trial_dir: Path, spec: SweepSpec,
+             attrs: dict[str, Any]) -> Outcome:
     if pruned:
         return Outcome(TrialState.PRUNED, attrs=attrs)
     result_path = trial_dir / "result.json"
@@ -116,6 +124,73 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         attrs["error"] = tail[-1] if tail else f"exit code {proc.returncode}"
         return Outcome(TrialState.FAIL, attrs=attrs)
     return score(json.loads(result_path.read_text()), spec, attrs)
+
+
+def command_argv(spec: SweepSpec) -> list[str]:
+    """The trainer's command, each element naming a file beside the sweep file (a relative
+    path such as ``train.py``) made absolute: the command runs in the seed's run folder."""
+    here = Path(spec.path).resolve().parent
+    out = []
+    for element in spec.trainer["command"]:
+        if (element and not element.startswith(("-", "{")) and not Path(element).is_absolute()
+                and (here / element).is_file()):
+            element = str(here / element)
+        out.append(element)
+    return out
+
+
+def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path,
+                       lock: threading.Lock | nullcontext, params: dict[str, Any],
+                       arm: str) -> Outcome:
+    """A ``[trainer]`` trial (:mod:`.command`): the trainer's parameters are the base, the
+    arm's and the sampled values, free-form. Pruned: the trial's prune file is made, and its
+    process gets SIGTERM (which it passes on, then SIGKILL after ``grace_s``)."""
+    values = {**spec.base, **spec.arms.get(arm, {}), **params}
+    trial_dir = trials_dir / f"{trial.number:05d}"
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    retry_of = trial.user_attrs.get("retry_of")
+    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
+    carried = {str(s): how for s in spec.seeds if (how := carry_over(
+        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
+    spikes = {"detector": "default", "gap": 5, "target_loss": spec.target_loss}
+    trainer = {**spec.trainer, "command": command_argv(spec)}
+    atomic_write_json(trial_dir / "trial.json", {
+        "number": trial.number, "arm": arm, "params": values, "overrides": params,
+        "seeds": spec.seeds, "slot": slot.name, "trainer": trainer, "spikes": spikes,
+        "config": {"spikes": spikes},
+        "resume_from": str(old) if old is not None and old.is_dir() else None,
+        "carried_over": carried})
+    attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
+                             "overrides": dict(params)}
+    cmd = [sys.executable, "-m", "spikebench.sweep.command", str(trial_dir)]
+    with open(trial_dir / "stderr.log", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=slot_env(slot, slot.threads))
+        with _children_lock:
+            _children.add(proc)
+        pruned = False
+        try:
+            for line in proc.stdout:
+                if spec.objective != "single":
+                    continue
+                try:
+                    report = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                with lock:
+                    trial.report(report[M.VAL_LOSS], report[M.STEP])
+                    pruned = trial.should_prune()
+                if pruned:
+                    (trial_dir / "prune").touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                    attrs["pruned_at_step"] = report[M.STEP]
+                    break
+            proc.wait()
+        finally:
+            with _children_lock:
+                _children.discard(proc)
+    return _outcome(proc, pruned, trial_dir, spec, attrs)
 
 
 # Helpers (spikebench.sweep.claims) running now, by the trial folder they help.

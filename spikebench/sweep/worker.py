@@ -111,7 +111,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     study = optuna.load_study(study_name=study_name, storage=storage,
                               sampler=make_sampler(spec, worker_seed(study_name)),
                               pruner=make_pruner(spec))
-    slot = worker_slot(int(spec.base.get("train.nproc", 1)))
+    slot = worker_slot(1 if spec.trainer else int(spec.base.get("train.nproc", 1)))
     target = study.user_attrs.get("target_trials", len(spec.arms) + spec.trials)
 
     def run(trial: optuna.Trial) -> str | None:

@@ -1,0 +1,335 @@
+"""A command trial: the team's own trainer, run per seed (``[trainer]`` in a sweep file).
+
+``python -m spikebench.sweep.command TRIAL_DIR`` is the trial's process, as
+:mod:`.runner` is the built-in engine's: it reads ``TRIAL_DIR/trial.json`` (the trainer
+table, the trial's parameters, the seeds), and for each seed starts the command in the
+seed's run folder ``TRIAL_DIR/seed-<n>/`` with the macros expanded and the environment
+variables of :mod:`spikebench.api.context` set. The command dies with this process
+(PR_SET_PDEATHSIG, and its own process group, which a SIGTERM here reaches: SIGTERM, then
+SIGKILL after ``grace_s``). Its stdout and stderr go to the run folder's ``stdout.log`` and
+``stderr.log``.
+
+After it exits 0 the seed's summary is the run folder's ``summary.json`` when the script
+used the API (:func:`spikebench.init`); else its log (``log``, CSV or JSONL, the columns
+``spikebench spikes`` reads, plus a validation loss) is read whole and scored by the API's
+own code, which writes ``summary.json``. A non-zero exit fails the trial with the last line
+of the command's stderr. While the first seed runs, its log (the API's ``metrics.jsonl`` or
+``log``) is followed, and each validation loss printed as the built-in runner prints it,
+so the driver prunes command trials as it prunes its own. ``TRIAL_DIR/result.json`` is
+written as :mod:`.runner` writes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from spikebench import metrics as M
+from spikebench.api import context
+from spikebench.runio import atomic_write_json, die_with_parent
+from spikebench.spikes.logs import GRAD_NAMES, LOSS_NAMES, STEP_NAMES, _find
+from spikebench.sweep.spec import ARGS_MACRO
+
+# Columns of a trainer's own log, matched case-insensitively like ``spikebench spikes``'s
+# (step, loss, grad norm: spikebench.spikes.logs), plus the validation loss, LR and tokens.
+VAL_NAMES = ("val_loss", M.VAL_LOSS, "eval_loss", "eval/loss", "valid_loss",
+             "validation_loss", "val/lm_loss")
+LR_NAMES = ("lr", M.LR, "learning_rate", "train/lr", "train/learning_rate")
+TOKENS_NAMES = ("tokens", M.TOKENS, "train/tokens")
+COLUMNS = ((M.TRAIN_LOSS, LOSS_NAMES), (M.GRAD_NORM, GRAD_NAMES), (M.VAL_LOSS, VAL_NAMES),
+           (M.LR, LR_NAMES), (M.TOKENS, TOKENS_NAMES))
+POLL_S = 0.2  # how often the first seed's log is read for new validation losses
+PRUNE_FILE = "prune"  # in the trial folder: made by the driver when it prunes the trial
+API_LOG = "metrics.jsonl"  # what spikebench.init writes in the run folder
+
+
+def flag_value(value: Any) -> str:
+    """A parameter as ``{args}`` writes it: strings as they are, other values as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def expand(command: list[str], *, params: dict[str, Any], params_file: Path, run_dir: Path,
+           seed: int, trial_dir: Path) -> list[str]:
+    """The command with its macros replaced by this seed's values; the element ``{args}``
+    becomes one ``--key=value`` flag per parameter."""
+    values = {"params_file": str(params_file), "params_json": json.dumps(params),
+              "run_dir": str(run_dir), "seed": str(seed), "trial_dir": str(trial_dir),
+              "checkpoint_dir": str(run_dir / "checkpoints")}
+    out: list[str] = []
+    for element in command:
+        if element == ARGS_MACRO:
+            out += [f"--{k}={flag_value(v)}" for k, v in params.items()]
+            continue
+        for name, value in values.items():
+            element = element.replace("{" + name + "}", value)
+        out.append(element)
+    return out
+
+
+def seed_env(job: dict[str, Any], trial_dir: Path, run_dir: Path, seed: int) -> dict[str, str]:
+    """The command's environment: this process's, the trainer's ``env``, and the sweep's
+    context (:mod:`spikebench.api.context`)."""
+    spikes = job["spikes"]
+    env = {**os.environ, **job["trainer"]["env"],
+           context.RUN_DIR: str(run_dir), context.SEED: str(seed),
+           context.PARAMS_FILE: str(trial_dir / "params.json"),
+           context.PRUNE_FILE: str(trial_dir / PRUNE_FILE),
+           context.DETECTOR: str(spikes["detector"]), context.GAP: str(spikes["gap"]),
+           context.TARGET_LOSS: repr(float(spikes["target_loss"]))}
+    env.pop("SPIKEBENCH_PARENT_PID", None)  # the command's parent is this process
+    return env
+
+
+class LogReader:
+    """A CSV or JSONL log read as it grows: each call to :meth:`rows` returns the rows
+    completed since the last (``final``: also a last line without its newline)."""
+
+    def __init__(self, path: Path, *, before: Path | None = None):
+        """``before``: the name the log has while it is written (the API's
+        ``metrics.jsonl.partial``, renamed to ``path`` when the run finishes)."""
+        self.path = path
+        self.before = before
+        self.offset = 0
+        self.header: list[str] | None = None
+        self.jsonl: bool | None = None
+        self.rest = b""
+
+    def _kind(self, head: bytes) -> bool:
+        suffix = self.path.suffix.lower()
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return True
+        if suffix in (".csv", ".tsv", ".txt"):
+            return False
+        return head.lstrip().startswith(b"{")
+
+    def rows(self, final: bool = False) -> list[dict[str, Any]]:
+        where = self.before if self.before is not None and self.before.exists() else self.path
+        try:
+            with where.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.rest + data
+        cut = data.rfind(b"\n") + 1
+        lines, self.rest = data[:cut].splitlines(), data[cut:]
+        if final and self.rest.strip():
+            lines.append(self.rest)
+            self.rest = b""
+        out = []
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            if self.jsonl is None:
+                self.jsonl = self._kind(raw)
+            if self.jsonl:
+                try:
+                    row = json.loads(text)
+                except ValueError:
+                    continue  # a line cut short or damaged: no values
+                if isinstance(row, dict):
+                    out.append(row)
+                continue
+            sep = "\t" if self.path.suffix.lower() == ".tsv" else ","
+            import csv
+
+            cells = next(csv.reader([text], delimiter=sep))
+            if self.header is None:
+                self.header = [c.strip() for c in cells]
+            elif len(cells) == len(self.header):
+                out.append(dict(zip(self.header, cells, strict=True)))
+        return out
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def metric_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A log's rows as metric records (:mod:`spikebench.metrics` names), one per step in
+    step order; rows of the same step merge (a later value wins, as for a resumed run)."""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    step_col = _find(keys, STEP_NAMES)
+    if step_col is None:
+        return []
+    cols = {name: col for name, names in COLUMNS if (col := _find(keys, names, wandb=True))}
+    by_step: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        step = _number(r.get(step_col))
+        if step is None or not math.isfinite(step) or step != int(step) or step < 0:
+            continue
+        rec = {name: v for name, col in cols.items() if (v := _number(r.get(col))) is not None}
+        if rec:
+            by_step.setdefault(int(step), {}).update(rec)
+    return [{M.STEP: s, **by_step[s]} for s in sorted(by_step)]
+
+
+def score_log(path: Path, run_dir: Path, job: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Score a trainer's own log by the API's code (:class:`spikebench.api.run.Run`), which
+    writes the run folder's ``metrics.jsonl``, ``meta.json`` and ``summary.json``."""
+    from spikebench.api.run import Run
+
+    records = metric_rows(LogReader(path).rows(final=True))  # read whole before writing
+    if not any(M.TRAIN_LOSS in r for r in records):
+        raise ValueError(f"{path.name}: no training loss column (looked for "
+                         f"{', '.join(LOSS_NAMES)} beside a step column: "
+                         f"{', '.join(STEP_NAMES)})")
+    spikes = job["spikes"]
+    run = Run(params=job["params"], seed=seed, run_dir=run_dir, detector=spikes["detector"],
+              gap=spikes["gap"], target_loss=spikes["target_loss"], device="cpu")
+    for rec in records:
+        step = rec.pop(M.STEP)
+        if run.log(step, rec).name == "DIVERGED":
+            break  # the built-in loop stops at a non-finite loss too
+    return run.finish()
+
+
+class _Stop(Exception):
+    pass
+
+
+_proc: subprocess.Popen | None = None
+_grace = 10.0
+_LIBC = None
+try:
+    _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not Linux: the process group still ends it
+    pass
+
+
+def _die_with_us() -> None:
+    """In the command's process, before it runs: SIGKILL it when this process dies."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def stop(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the command's process group, SIGKILL it after ``grace`` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _on_sigterm(signum, frame) -> None:
+    """Pruned (or the sweep stopped): end the command gently, then this process."""
+    if _proc is not None and _proc.poll() is None:
+        stop(_proc, _grace)
+    sys.stderr.flush()
+    os._exit(128 + signal.SIGTERM)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> dict[str, Any]:
+    """Run the command for one seed; its summary. Raises :class:`_Stop` with the reason
+    when the seed fails."""
+    global _proc
+    run_dir = trial_dir / f"seed-{seed}"
+    if job.get("carried_over", {}).get(str(seed)) == "done":
+        return json.loads((run_dir / "summary.json").read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t = job["trainer"]
+    argv = expand(t["command"], params=job["params"], params_file=trial_dir / "params.json",
+                  run_dir=run_dir, seed=seed, trial_dir=trial_dir)
+    log = run_dir / t["log"] if t["log"] else None
+    follow = None
+    if report:  # the API writes metrics.jsonl.partial until the run finishes
+        follow = LogReader(log) if log is not None else LogReader(
+            run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
+    with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
+        try:
+            _proc = subprocess.Popen(argv, cwd=run_dir, env=seed_env(job, trial_dir, run_dir, seed),
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                     start_new_session=True, preexec_fn=_die_with_us)
+        except OSError as e:
+            raise _Stop(f"cannot start {argv[0]!r}: {e.strerror or e}") from None
+        while _proc.poll() is None:
+            if follow is not None:
+                _report(follow.rows(), seed)
+            time.sleep(POLL_S)
+    if follow is not None:
+        _report(follow.rows(final=True), seed)
+    code = _proc.returncode
+    if code != 0:
+        last = _last_line(run_dir / "stderr.log")
+        how = f"exit code {code}" if code > 0 else f"killed by signal {-code}"
+        raise _Stop(f"{how}: {last}" if last else f"{how} (nothing on its stderr)")
+    if (run_dir / "summary.json").is_file():
+        summary = json.loads((run_dir / "summary.json").read_text())
+    elif log is not None and log.is_file():
+        try:
+            summary = score_log(log, run_dir, job, seed)
+        except ValueError as e:
+            raise _Stop(str(e)) from None
+    else:
+        raise _Stop("exited 0 but wrote neither summary.json (spikebench.init) nor "
+                    + (f"its log {t['log']!r}" if log is not None else
+                       "a log ([trainer] log names the file it writes)"))
+    if summary.get("status") not in ("completed", "diverged"):
+        raise _Stop(f"its run ended {summary.get('status')!r}")
+    return summary
+
+
+def _report(rows: list[dict[str, Any]], seed: int) -> None:
+    for rec in metric_rows(rows):
+        v = rec.get(M.VAL_LOSS)
+        if v is not None and math.isfinite(v) and rec[M.STEP] > 0:
+            print(json.dumps({"seed": seed, M.STEP: rec[M.STEP], M.VAL_LOSS: v}), flush=True)
+
+
+def run(trial_dir: Path) -> int:
+    global _grace
+    job = json.loads((trial_dir / "trial.json").read_text())
+    _grace = float(job["trainer"]["grace_s"])
+    atomic_write_json(trial_dir / "params.json", job["params"])
+    results = []
+    for i, seed in enumerate(job["seeds"]):
+        try:
+            summary = run_seed(job, trial_dir, seed, report=i == 0)
+        except _Stop as e:
+            print(f"seed {seed}: {e}", file=sys.stderr, flush=True)
+            return 1
+        results.append({"seed": seed, "summary": summary,
+                        "carried_over": job.get("carried_over", {}).get(str(seed), "")})
+    atomic_write_json(trial_dir / "result.json", {"seeds": results, "warm": False})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not die_with_parent():
+        return 3
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
