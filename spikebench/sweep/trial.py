@@ -90,28 +90,35 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
                                     env=env)
         with _children_lock:
             _children.add(proc)
-        pruned = False
         try:
-            for line in proc.stdout:
-                if spec.objective != "single":
-                    continue  # Optuna cannot prune multi-objective studies
-                try:
-                    report = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                with lock:
-                    trial.report(report[M.VAL_LOSS], report[M.STEP])
-                    pruned = trial.should_prune()
-                if pruned:
-                    proc.kill()
-                    attrs["pruned_at_step"] = report[M.STEP]
-                    break
+            pruned = _follow(proc, trial, spec, lock, attrs, proc.kill)
             proc.wait()
         finally:
             with _children_lock:
                 _children.discard(proc)
             _stop_helpers(trial_dir)
     return _outcome(proc, pruned, trial_dir, spec, attrs)
+
+
+def _follow(proc: subprocess.Popen, trial: optuna.Trial, spec: SweepSpec,
+            lock: threading.Lock | nullcontext, attrs: dict[str, Any], stop) -> bool:
+    """Report each validation loss the trial's process prints (``{"step", "val/loss"}``
+    lines) to the pruner; on a prune, ``stop()`` it and return True."""
+    for line in proc.stdout:
+        if spec.objective != "single":
+            continue  # Optuna cannot prune multi-objective studies
+        try:
+            report = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        with lock:
+            trial.report(report[M.VAL_LOSS], report[M.STEP])
+            pruned = trial.should_prune()
+        if pruned:
+            stop()
+            attrs["pruned_at_step"] = report[M.STEP]
+            return True
+    return False
 
 
 def _outcome(proc: subprocess.Popen, pruned: bool, trial_dir: Path, spec: SweepSpec,
@@ -168,24 +175,13 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
                                 env=slot_env(slot, slot.threads))
         with _children_lock:
             _children.add(proc)
-        pruned = False
+        def stop() -> None:
+            (trial_dir / "prune").touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # the runner: SIGTERM, grace, SIGKILL
+
         try:
-            for line in proc.stdout:
-                if spec.objective != "single":
-                    continue
-                try:
-                    report = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                with lock:
-                    trial.report(report[M.VAL_LOSS], report[M.STEP])
-                    pruned = trial.should_prune()
-                if pruned:
-                    (trial_dir / "prune").touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
-                    if proc.poll() is None:
-                        proc.send_signal(signal.SIGTERM)
-                    attrs["pruned_at_step"] = report[M.STEP]
-                    break
+            pruned = _follow(proc, trial, spec, lock, attrs, stop)
             proc.wait()
         finally:
             with _children_lock:
