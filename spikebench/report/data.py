@@ -130,6 +130,12 @@ class Study:
         return dict(self.spec.base) if self.spec else {}
 
     @property
+    def own_trainer(self) -> bool:
+        """The trials ran a team's own command (a ``[trainer]``): their parameters are its
+        own, so spikebench cannot tell which is the LR or what a strategy switched."""
+        return bool(self.spec and self.spec.trainer)
+
+    @property
     def spike_metric(self) -> str:
         return self.spec.spike_metric if self.spec else "severity"
 

@@ -15,6 +15,11 @@ from typing import Any, NamedTuple, Self
 from spikebench.report.blocks import Block
 from spikebench.report.data import Study
 
+# Why a section about the built-in engine's switches says nothing of a study whose trials
+# ran the team's own command (its parameters are free-form).
+OWN_TRAINER = ("the trials ran the study's own trainer command, whose parameters are its "
+               "own: spikebench cannot tell which of them {what}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Info:
