@@ -145,13 +145,19 @@ def parent_pid() -> int:
     return int(os.environ.get("SPIKEBENCH_PARENT_PID", os.getppid()))
 
 
-def die_with_parent() -> bool:
+def kill_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (even by kill -9; a no-op
-    elsewhere). False when :func:`parent_pid` is gone already, before that took effect."""
-    parent = parent_pid()
+    elsewhere). Safe in a ``preexec_fn``: a child process asks it for itself."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def die_with_parent() -> bool:
+    """:func:`kill_with_parent`; False when :func:`parent_pid` is gone already, before that
+    took effect."""
+    parent = parent_pid()
+    kill_with_parent()
     return os.getppid() == parent

@@ -21,7 +21,7 @@ from spikebench import metrics as M
 from spikebench.api import context
 from spikebench.api.decision import Decision, TrialPruned
 from spikebench.errors import UserError
-from spikebench.runio import atomic_write_json, to_json
+from spikebench.runio import atomic_write_json
 from spikebench.scoring.run import summarize
 from spikebench.spikes.events import Event
 from spikebench.spikes.monitor import SpikeMonitor
@@ -236,9 +236,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(dir={str(self.dir)!r}, seed={self.seed}, status={self.status!r})"
-
-    def to_json(self) -> str:
-        return to_json({"dir": str(self.dir), "seed": self.seed, "params": self.params})
 
 
 def _device() -> str:

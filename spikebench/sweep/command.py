@@ -21,7 +21,7 @@ written as :mod:`.runner` writes it.
 
 from __future__ import annotations
 
-import ctypes
+import csv
 import json
 import math
 import os
@@ -34,7 +34,8 @@ from typing import Any
 
 from spikebench import metrics as M
 from spikebench.api import context
-from spikebench.runio import atomic_write_json, die_with_parent
+from spikebench.api.decision import Decision
+from spikebench.runio import atomic_write_json, die_with_parent, kill_with_parent
 from spikebench.spikes.logs import GRAD_NAMES, LOSS_NAMES, STEP_NAMES, _find
 from spikebench.sweep.spec import ARGS_MACRO
 
@@ -141,8 +142,6 @@ class LogReader:
                     out.append(row)
                 continue
             sep = "\t" if self.path.suffix.lower() == ".tsv" else ","
-            import csv
-
             cells = next(csv.reader([text], delimiter=sep))
             if self.header is None:
                 self.header = [c.strip() for c in cells]
@@ -194,7 +193,7 @@ def score_log(path: Path, run_dir: Path, job: dict[str, Any], seed: int) -> dict
               gap=spikes["gap"], target_loss=spikes["target_loss"], device="cpu")
     for rec in records:
         step = rec.pop(M.STEP)
-        if run.log(step, rec).name == "DIVERGED":
+        if run.log(step, rec) is Decision.DIVERGED:
             break  # the built-in loop stops at a non-finite loss too
     return run.finish()
 
@@ -205,17 +204,6 @@ class _Stop(Exception):
 
 _proc: subprocess.Popen | None = None
 _grace = 10.0
-_LIBC = None
-try:
-    _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
-except OSError:  # not Linux: the process group still ends it
-    pass
-
-
-def _die_with_us() -> None:
-    """In the command's process, before it runs: SIGKILL it when this process dies."""
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def stop(proc: subprocess.Popen, grace: float) -> None:
@@ -268,7 +256,7 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
         try:
             _proc = subprocess.Popen(argv, cwd=run_dir, env=seed_env(job, trial_dir, run_dir, seed),
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                     start_new_session=True, preexec_fn=_die_with_us)
+                                     start_new_session=True, preexec_fn=kill_with_parent)
         except OSError as e:
             raise _Stop(f"cannot start {argv[0]!r}: {e.strerror or e}") from None
         while _proc.poll() is None:

@@ -61,14 +61,7 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
     cfg.spikes.target_loss = spec.target_loss
     if slot.name.startswith("cpu"):
         cfg.train.device = "cpu"
-    trial_dir = trials_dir / f"{trial.number:05d}"
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    # A retry continues from what the trial it retries left: its finished seeds and its
-    # checkpoints, when that folder is here (a results folder shared between servers).
-    retry_of = trial.user_attrs.get("retry_of")
-    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
-    carried = {str(s): how for s in spec.seeds if (how := carry_over(
-        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
+    trial_dir, old, carried = _trial_folder(trial, spec, trials_dir)
     atomic_write_json(trial_dir / "trial.json", {
         "number": trial.number, "arm": arm, "params": trial.params, "overrides": params,
         "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict(),
@@ -98,6 +91,21 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
                 _children.discard(proc)
             _stop_helpers(trial_dir)
     return _outcome(proc, pruned, trial_dir, spec, attrs)
+
+
+def _trial_folder(trial: optuna.Trial, spec: SweepSpec, trials_dir: Path
+                  ) -> tuple[Path, Path | None, dict[str, str]]:
+    """The trial's folder, made; the folder of the trial it retries (None); and the seeds
+    carried over from it. A retry continues from what the trial it retries left: its
+    finished seeds and its checkpoints, when that folder is here (a results folder shared
+    between servers)."""
+    trial_dir = trials_dir / f"{trial.number:05d}"
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    retry_of = trial.user_attrs.get("retry_of")
+    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
+    carried = {str(s): how for s in spec.seeds if (how := carry_over(
+        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
+    return trial_dir, old, carried
 
 
 def _follow(proc: subprocess.Popen, trial: optuna.Trial, spec: SweepSpec,
@@ -153,12 +161,7 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
     arm's and the sampled values, free-form. Pruned: the trial's prune file is made, and its
     process gets SIGTERM (which it passes on, then SIGKILL after ``grace_s``)."""
     values = {**spec.base, **spec.arms.get(arm, {}), **params}
-    trial_dir = trials_dir / f"{trial.number:05d}"
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    retry_of = trial.user_attrs.get("retry_of")
-    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
-    carried = {str(s): how for s in spec.seeds if (how := carry_over(
-        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
+    trial_dir, old, carried = _trial_folder(trial, spec, trials_dir)
     spikes = {"detector": "default", "gap": 5, "target_loss": spec.target_loss}
     trainer = {**spec.trainer, "command": command_argv(spec)}
     atomic_write_json(trial_dir / "trial.json", {
