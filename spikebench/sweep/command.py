@@ -13,9 +13,11 @@ After it exits 0 the seed's summary is the run folder's ``summary.json`` when th
 used the API (:func:`spikebench.init`); else its log (``log``, CSV or JSONL, the columns
 ``spikebench spikes`` reads, plus a validation loss) is read whole and scored by the API's
 own code, which writes ``summary.json``. A non-zero exit fails the trial with the last line
-of the command's stderr. While the first seed runs, its log (the API's ``metrics.jsonl`` or
-``log``) is followed, and each validation loss printed as the built-in runner prints it,
-so the driver prunes command trials as it prunes its own. ``TRIAL_DIR/result.json`` is
+of the command's stderr. While a seed runs, its ``log`` is scored as it grows
+(:class:`LiveLog`: the run folder's ``metrics.jsonl.partial``, which the sweep's live
+metrics follow); the first seed's validation losses (from ``log`` or the API's
+``metrics.jsonl``) are printed as the built-in runner prints them, so the driver prunes
+command trials as it prunes its own. ``TRIAL_DIR/result.json`` is
 written as :mod:`.runner` writes it.
 """
 
@@ -35,6 +37,7 @@ from typing import Any
 from spikebench import metrics as M
 from spikebench.api import context
 from spikebench.api.decision import Decision
+from spikebench.errors import UserError
 from spikebench.runio import atomic_write_json, die_with_parent, kill_with_parent
 from spikebench.spikes.logs import GRAD_NAMES, LOSS_NAMES, STEP_NAMES, _find
 from spikebench.sweep.spec import ARGS_MACRO
@@ -198,6 +201,63 @@ def score_log(path: Path, run_dir: Path, job: dict[str, Any], seed: int) -> dict
     return run.finish()
 
 
+class LiveLog:
+    """A trainer's own log scored while it grows, so a sweep's live metrics see its loss
+    and spike events: its new rows feed a run of the API (online monitor, the run folder's
+    ``metrics.jsonl.partial``, which the sweep's follower exports like any trial's log).
+    The last step waits for a later one (a JSONL log may add that step's validation loss
+    on a later line). A step that goes back (a script resumed from its checkpoint) ends
+    the live view: at the end the whole log is read again and scored (:func:`score_log`)."""
+
+    def __init__(self, path: Path, run_dir: Path, job: dict[str, Any], seed: int):
+        self.reader = LogReader(path)
+        self.run_dir, self.job, self.seed = run_dir, job, seed
+        self.run = None
+        self.held: dict[str, Any] | None = None
+        self.last = -1  # the last step fed
+        self.live = True
+
+    def poll(self, final: bool = False) -> list[dict[str, Any]]:
+        """Read and feed what the log gained; returns its new records."""
+        records = metric_rows(self.reader.rows(final))
+        if self.held is not None:
+            if records and records[0][M.STEP] == self.held[M.STEP]:
+                records[0] = {**self.held, **records[0]}
+            else:
+                records.insert(0, self.held)
+            self.held = None
+        if records and not final:
+            self.held = records.pop()
+        if self.live:
+            for rec in records:
+                self._feed(rec)
+        return records
+
+    def _feed(self, rec: dict[str, Any]) -> None:
+        from spikebench.api.run import Run
+
+        step = rec[M.STEP]
+        if step <= self.last or M.TRAIN_LOSS not in rec:
+            self.live = step > self.last  # a step gone back: stop; no loss: skip the row
+            return
+        try:
+            if self.run is None:
+                spikes = self.job["spikes"]
+                self.run = Run(params=self.job["params"], seed=self.seed,
+                               run_dir=self.run_dir, detector=spikes["detector"],
+                               gap=spikes["gap"], target_loss=spikes["target_loss"],
+                               sync_every=1, device="cpu")
+            self.run.log(step, {k: v for k, v in rec.items() if k != M.STEP})
+        except UserError:  # the folder cannot take a live view: the end's scoring decides
+            self.live = False
+        self.last = step
+
+    def close(self) -> None:
+        """Close the live run's log unfinished (the whole log is scored next)."""
+        if self.run is not None:
+            self.run._log._f.close()
+
+
 class _Stop(Exception):
     pass
 
@@ -248,10 +308,12 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     argv = expand(t["command"], params=job["params"], params_file=trial_dir / "params.json",
                   run_dir=run_dir, seed=seed, trial_dir=trial_dir)
     log = run_dir / t["log"] if t["log"] else None
+    # A log of the script's own is scored as it grows (every seed: live metrics); the
+    # API's log is followed for the first seed's validation losses (pruning).
+    live = LiveLog(log, run_dir, job, seed) if log is not None else None
     follow = None
-    if report:  # the API writes metrics.jsonl.partial until the run finishes
-        follow = LogReader(log) if log is not None else LogReader(
-            run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
+    if report and log is None:  # the API writes metrics.jsonl.partial until it finishes
+        follow = LogReader(run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
     with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
         try:
             _proc = subprocess.Popen(argv, cwd=run_dir, env=seed_env(job, trial_dir, run_dir, seed),
@@ -260,11 +322,11 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
         except OSError as e:
             raise _Stop(f"cannot start {argv[0]!r}: {e.strerror or e}") from None
         while _proc.poll() is None:
-            if follow is not None:
-                _report(follow.rows(), seed)
+            _poll(live, follow, report, seed)
             time.sleep(POLL_S)
-    if follow is not None:
-        _report(follow.rows(final=True), seed)
+    _poll(live, follow, report, seed, final=True)
+    if live is not None:
+        live.close()
     code = _proc.returncode
     if code != 0:
         last = _last_line(run_dir / "stderr.log")
@@ -286,8 +348,16 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     return summary
 
 
-def _report(rows: list[dict[str, Any]], seed: int) -> None:
-    for rec in metric_rows(rows):
+def _poll(live: LiveLog | None, follow: LogReader | None, report: bool, seed: int,
+          final: bool = False) -> None:
+    records = (live.poll(final) if live is not None else
+               metric_rows(follow.rows(final)) if follow is not None else [])
+    if report:
+        _report(records, seed)
+
+
+def _report(records: list[dict[str, Any]], seed: int) -> None:
+    for rec in records:
         v = rec.get(M.VAL_LOSS)
         if v is not None and math.isfinite(v) and rec[M.STEP] > 0:
             print(json.dumps({"seed": seed, M.STEP: rec[M.STEP], M.VAL_LOSS: v}), flush=True)
