@@ -26,6 +26,10 @@ ELAPSED_S = "time/elapsed_s"  # training seconds so far, evaluation excluded
 # For live monitoring: on every record, the loss-spike events the online monitor has
 # opened so far; on the last record of each read-back, the process's memory.
 SPIKE_EVENTS = "spikes/loss_events"
+# Loss spikes told so far at their first sure row (provisional, later confirmed or
+# withdrawn: spikebench.spikes.reports), and the provisional ones withdrawn so far.
+SPIKE_REPORTED = "spikes/loss_reported"
+SPIKE_WITHDRAWN = "spikes/loss_withdrawn"
 MEM_RSS = "mem/rss_bytes"
 CUDA_ALLOCATED = "mem/cuda_allocated_bytes"
 CUDA_RESERVED = "mem/cuda_reserved_bytes"

@@ -36,7 +36,11 @@ GAUGES = (
      M.CUDA_RESERVED),
 )
 COUNTERS = (
-    ("spikebench_spike_events_total", "Loss-spike events the online monitor opened."),
+    ("spikebench_spike_events_total", "Loss-spike events the online monitor confirmed."),
+    ("spikebench_spike_reports_total",
+     "Loss spikes told at their first sure row (provisional; some are later withdrawn)."),
+    ("spikebench_spike_withdrawn_total",
+     "Provisional loss-spike reports the multi-step rule withdrew."),
     ("spikebench_rollbacks_total", "Rollbacks to a recent good state."),
 )
 SWEEP = ("spikebench_sweep_trials", "Trials of the sweep by state (done, running, failed).")
@@ -71,13 +75,16 @@ class Exporter:
                 gauge.labels(**labels).set(v)
         if rec.get(M.ROLLBACK):
             self.counters["spikebench_rollbacks_total"].labels(**labels).inc()
-        n = rec.get(M.SPIKE_EVENTS)
-        if isinstance(n, int) and not isinstance(n, bool):
-            k = (trial, arm, source)
-            new = n - self._events.get(k, 0)
-            if new > 0:
-                self.counters["spikebench_spike_events_total"].labels(**labels).inc(new)
-            self._events[k] = max(n, self._events.get(k, 0))
+        for key, name in ((M.SPIKE_EVENTS, "spikebench_spike_events_total"),
+                          (M.SPIKE_REPORTED, "spikebench_spike_reports_total"),
+                          (M.SPIKE_WITHDRAWN, "spikebench_spike_withdrawn_total")):
+            n = rec.get(key)
+            if isinstance(n, int) and not isinstance(n, bool):
+                k = (trial, arm, source, key)
+                new = n - self._events.get(k, 0)
+                if new > 0:
+                    self.counters[name].labels(**labels).inc(new)
+                self._events[k] = max(n, self._events.get(k, 0))
 
     def sweep_progress(self, done: int, running: int, failed: int) -> None:
         for state, n in (("done", done), ("running", running), ("failed", failed)):

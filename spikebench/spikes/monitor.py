@@ -12,6 +12,7 @@ from typing import Any
 
 from spikebench import metrics as M
 from spikebench.spikes.events import Event, EventTracker, local_baseline
+from spikebench.spikes.reports import Report, Reporter
 from spikebench.spikes.rolling import Ring
 from spikebench.spikes.rules import RULES, make_rule, metric_kind
 from spikebench.values import dec_float, enc_float
@@ -29,6 +30,7 @@ class _Series:
         self.n = 0
         # Rows whose verdict a delayed rule has not given yet: [step, value, injected].
         self.held: list[list] = []
+        self.reporter = Reporter(key, gap)  # what an online user heard, and when
 
     def baseline(self, fallback: float) -> tuple[float, float | None, float, float]:
         return local_baseline(
@@ -92,13 +94,25 @@ class SpikeMonitor:
             if s.rule.delay:  # the verdict is for a row held `delay` rows back
                 s.held.append([step, v, injected])
                 verdict = s.rule.update(v)
-                if verdict is not None and self._observe(s, *s.held.pop(0), verdict[0]):
+                if s.rule.now:
+                    s.reporter.flag(s.n, step)
+                if verdict is not None and self._decide(s, *s.held.pop(0), verdict[0],
+                                                        s.n - len(s.held), step):
                     flagged.append(key)
                 continue
             spike = s.rule.update(v)[0] if math.isfinite(v) else True
             if self._observe(s, step, v, injected, spike):
                 flagged.append(key)
         return flagged
+
+    def _decide(self, s: _Series, step: int, v: float, injected: bool, spike: bool,
+                index: int, now: int) -> bool:
+        """A delayed verdict: the event it builds, then the reports it confirms or
+        withdraws (row ``index``, given while step ``now`` is fed)."""
+        before = len(s.tracker.events)
+        self._observe(s, step, v, injected, spike)
+        s.reporter.verdict(index, step, spike, len(s.tracker.events) > before, now)
+        return spike
 
     @staticmethod
     def _observe(s: _Series, step: int, v: float, injected: bool, spike: bool) -> bool:
@@ -123,6 +137,25 @@ class SpikeMonitor:
         """Events of ``metric`` so far, open ones included (O(1))."""
         return len(self._series[metric].tracker.events)
 
+    def reports(self, metric: str) -> list[Report]:
+        """The spikes of ``metric`` as an online user heard of them (:mod:`.reports`):
+        with a delayed rule, provisional at their first sure row, then confirmed or
+        withdrawn; with any other rule, each event as it opens."""
+        s = self._series[metric]
+        if s.rule.delay:
+            return list(s.reporter.reports)
+        return [Report(metric, e.onset, e.onset, 0, 0, "confirmed", e.onset)
+                for e in s.tracker.events]
+
+    def n_reported(self, metric: str) -> int:
+        """Spikes of ``metric`` reported so far, withdrawn ones included (O(1))."""
+        s = self._series[metric]
+        return len(s.reporter.reports) if s.rule.delay else len(s.tracker.events)
+
+    def n_withdrawn(self, metric: str) -> int:
+        """Provisional reports of ``metric`` withdrawn so far (O(1))."""
+        return self._series[metric].reporter.withdrawn
+
     def n_updates(self, metric: str) -> int:
         """Number of values of ``metric`` consumed so far."""
         return self._series[metric].n
@@ -131,10 +164,13 @@ class SpikeMonitor:
         """End of data: the verdicts a delayed rule still holds, then every event is final."""
         for s in self._series.values():
             if s.rule.delay:
-                for (step, v, injected), (spike, _) in zip(s.held, s.rule.flush(),
-                                                           strict=True):
-                    self._observe(s, step, v, injected, spike)
+                now = s.last_step if s.last_step is not None else 0
+                first = s.n - len(s.held) + 1
+                for i, ((step, v, injected), (spike, _)) in enumerate(
+                        zip(s.held, s.rule.flush(), strict=True)):
+                    self._decide(s, step, v, injected, spike, first + i, now)
                 s.held = []
+                s.reporter.finish(now)
             s.tracker.finish()
 
     def state_dict(self) -> dict[str, Any]:
@@ -152,6 +188,7 @@ class SpikeMonitor:
                     "last_step": s.last_step,
                     "n": s.n,
                     "held": [[st, enc_float(v), inj] for st, v, inj in s.held],
+                    "reporter": s.reporter.state_dict(),
                 }
                 for k, s in self._series.items()
             },
@@ -167,3 +204,5 @@ class SpikeMonitor:
             s.last_step = sd["last_step"]
             s.n = sd["n"]
             s.held = [[st, dec_float(v), inj] for st, v, inj in sd.get("held", [])]
+            if "reporter" in sd:  # states from before reports had none
+                s.reporter.load_state_dict(sd["reporter"])

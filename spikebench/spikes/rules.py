@@ -68,6 +68,9 @@ class Rule(ABC):
     # too, and its update returns the verdict for the value `delay` rows back (None before
     # there is one); flush() returns the verdicts still held, at the end of the data.
     delay: int = 0
+    # With delay > 0: the one-scale flag of the value just fed (the row is sure enough to
+    # tell an online user at once; the delayed verdict confirms or withdraws it).
+    now: bool = False
 
     def __init__(self, kind: str = LOSS):
         self.kind = kind
@@ -337,11 +340,13 @@ class DefaultRule(Rule):
         if self.ev is None:
             return self._step(value)
         if not math.isfinite(value):
+            self.now = True
             self.ev.reset()
             self.ev.hold(True, math.inf)
         else:
             robust = self.n >= self.min_periods  # else the jump rule's verdict (in nats)
             spike, score = self._step(value)
+            self.now = score > self.k if robust else spike
             self.ev.hold(spike, score if robust else math.inf)
             self.ev.observe(self.prev, score if robust else None, self._level, self._sig)
         return self.ev.release()

@@ -231,6 +231,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         for rec in records:
             monitor.update(rec[M.STEP], rec)
             rec[M.SPIKE_EVENTS] = monitor.n_events(M.TRAIN_LOSS)  # for live monitoring
+            rec[M.SPIKE_REPORTED] = monitor.n_reported(M.TRAIN_LOSS)
+            rec[M.SPIKE_WITHDRAWN] = monitor.n_withdrawn(M.TRAIN_LOSS)
             if rec is records[-1]:  # once per read-back: the process's memory
                 rec.update(memory(device))
             for s in sinks:
