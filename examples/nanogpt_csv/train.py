@@ -6,15 +6,23 @@ the validation loss every ``eval_every`` steps). A ``[trainer]`` table in a swee
 it per seed; spikebench reads the CSV, scores it and prunes from it. See README.md.
 
     python train.py --params params.json --seed 0 --out log.csv
+
+Under torchrun it trains data-parallel (DDP, gloo): the same initial weights on every rank,
+a different stream of batches per rank (seed + rank), and only rank 0 writes the log.
+
+    torchrun --standalone --nproc_per_node=2 train.py --params params.json --out log.csv
 """
 
 import argparse
 import csv
 import json
 import math
+import os
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 CORPUS = """\
 It is a truth universally acknowledged, that a single man in possession of a good fortune,
@@ -78,13 +86,22 @@ def main():
     if args.params:
         with open(args.params) as f:
             p.update(json.load(f))
+    ddp = int(os.environ.get("WORLD_SIZE", 1)) > 1  # launched by torchrun
+    rank = 0
+    if ddp:
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        print(f"rank {rank} of {dist.get_world_size()}", flush=True)
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     chars = sorted(set(CORPUS))
     data = torch.tensor([chars.index(c) for c in CORPUS])
     cut = int(0.9 * len(data))
     train, val = data[:cut], data[cut - p["seq_len"] - 1:]
-    model = GPT(len(chars), p)
+    model = GPT(len(chars), p)  # the same initial weights on every rank
+    if ddp:
+        model = DDP(model)
+        torch.manual_seed(args.seed + rank)  # but each rank its own batches
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"])
     loss_fn = nn.CrossEntropyLoss()
 
@@ -94,7 +111,7 @@ def main():
         y = torch.stack([src[j + 1:j + 1 + p["seq_len"]] for j in i])
         return x, y
 
-    with open(args.out, "w", newline="") as f:
+    with open(args.out if rank == 0 else os.devnull, "w", newline="") as f:  # rank 0 logs
         log = csv.writer(f)
         log.writerow(["step", "loss", "grad_norm", "lr", "val_loss"])
         for step in range(1, p["steps"] + 1):
@@ -116,6 +133,8 @@ def main():
             log.writerow([step, f"{loss.item():.6f}", f"{norm.item():.6f}", f"{lr:.6g}",
                           val_loss])
             f.flush()  # a sweep follows the log while the script runs
+    if ddp:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

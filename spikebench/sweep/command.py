@@ -27,6 +27,7 @@ import csv
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,8 @@ COLUMNS = ((M.TRAIN_LOSS, LOSS_NAMES), (M.GRAD_NORM, GRAD_NAMES), (M.VAL_LOSS, V
 POLL_S = 0.2  # how often the first seed's log is read for new validation losses
 PRUNE_FILE = "prune"  # in the trial folder: made by the driver when it prunes the trial
 API_LOG = "metrics.jsonl"  # what spikebench.init writes in the run folder
+TRACEBACK = "Traceback (most recent call last):"
+TORCHRUN_LOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")  # torchrun's lines ("W1203 17:04:25")
 
 
 def flag_value(value: Any) -> str:
@@ -289,11 +292,19 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def _last_line(path: Path) -> str:
+    """The last line of the command's stderr. When torchrun's failure report ends it (the
+    launcher's own traceback, ruled off with "="), the last line before that report that
+    torchrun did not log: the failed rank's ("[rank0]: ValueError: bad lr")."""
     try:
-        lines = path.read_text(errors="replace").strip().splitlines()
+        lines = [s.strip() for s in path.read_text(errors="replace").splitlines() if s.strip()]
     except OSError:
         return ""
-    return lines[-1].strip() if lines else ""
+    if lines and set(lines[-1]) == {"="} and TRACEBACK in lines:
+        report = len(lines) - 1 - lines[::-1].index(TRACEBACK)
+        own = [s for s in lines[:report] if not TORCHRUN_LOG.match(s)]
+        if own:
+            return own[-1]
+    return lines[-1] if lines else ""
 
 
 def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> dict[str, Any]:
