@@ -26,7 +26,7 @@ def main():
         val = loss + 0.05 if step % int(p["eval_every"]) == 0 else None
         decision = run.log(step, loss=loss, grad_norm=1.0 + 0.01 * rng.random(), val_loss=val)
         if decision == spikebench.Decision.SPIKE:  # a real loop might roll back here
-            print(f"spike at step {run.last_event.onset}", flush=True)
+            print(f"spike at step {run.last_report.onset}", flush=True)
         if decision == spikebench.Decision.PRUNE:
             run.finish("pruned")
             return

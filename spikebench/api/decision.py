@@ -10,9 +10,10 @@ import optuna
 class Decision(enum.StrEnum):
     """The answer of :meth:`~spikebench.api.Run.log`.
 
-    ``CONTINUE``: nothing new. ``SPIKE``: the spike monitor opened a loss-spike event (the
-    trainer may roll back or skip with its own checkpoints; :attr:`Run.last_event` says
-    where; the default rule's verdicts come 73 logged steps late).
+    ``CONTINUE``: nothing new. ``SPIKE``: a loss spike was told at its first sure row
+    (:attr:`Run.last_report`: provisional, then confirmed or withdrawn as the default
+    rule's verdicts arrive 73 logged steps later; :attr:`Run.last_event` is the newest
+    event they confirmed). The trainer may roll back or skip with its own checkpoints.
     ``PRUNE``: the sweep stopped this trial; finish and return (or raise :class:`TrialPruned`).
     ``DIVERGED``: the training loss is not finite; the run is recorded as diverged.
     """

@@ -25,6 +25,7 @@ from spikebench.runio import atomic_write_json
 from spikebench.scoring.run import summarize
 from spikebench.spikes.events import Event
 from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.spikes.reports import Report
 from spikebench.spikes.rules import RULES
 from spikebench.train.sinks import JsonlSink, Sink
 
@@ -78,7 +79,8 @@ class Run:
         self.dir = Path(ctx.run_dir or run_dir or _new_dir(Path(out_dir), self.seed))
         self.status: str | None = None
         self.diverged_step: int | None = None
-        self.last_event: Event | None = None
+        self.last_event: Event | None = None  # the newest loss event the rule confirmed
+        self.last_report: Report | None = None  # the newest loss spike told (SPIKE)
         self._pending: list[dict[str, Any]] = []
         self._history: list[dict[str, Any]] = []
         self._last_step: int | None = None
@@ -152,11 +154,16 @@ class Run:
             loss = row.get(M.TRAIN_LOSS)
             if loss is not None and not math.isfinite(float(loss)) and self.diverged_step is None:
                 self.diverged_step = int(row[M.STEP])
-            before = self._monitor.n_events(M.TRAIN_LOSS)
+            before = self._monitor.n_reported(M.TRAIN_LOSS)
+            events = self._monitor.n_events(M.TRAIN_LOSS)
             self._monitor.update(row[M.STEP], row)
             row[M.SPIKE_EVENTS] = self._monitor.n_events(M.TRAIN_LOSS)
-            if row[M.SPIKE_EVENTS] > before:  # a loss event opened (grad norms: precursors)
+            row[M.SPIKE_REPORTED] = self._monitor.n_reported(M.TRAIN_LOSS)
+            row[M.SPIKE_WITHDRAWN] = self._monitor.n_withdrawn(M.TRAIN_LOSS)
+            if row[M.SPIKE_REPORTED] > before:  # a loss spike told (grad norms: precursors)
                 decision = Decision.SPIKE
+                self.last_report = self._monitor.reports(M.TRAIN_LOSS)[-1]
+            if row[M.SPIKE_EVENTS] > events:
                 self.last_event = self._monitor.loss_events()[-1]
             for s in self._sinks:
                 s.write(row)
@@ -236,6 +243,87 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(dir={str(self.dir)!r}, seed={self.seed}, status={self.status!r})"
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's state for the training loop's checkpoint: the online spike monitor, the
+        last logged step, status and divergence, and the log so far (the text of
+        ``metrics.jsonl``, with the rows not yet read back: read back now, one transfer),
+        so that :meth:`load_state_dict` on a new run of the same folder continues it without
+        a duplicate step. Plain JSON (no NaN literals), for a JSON trainer state or
+        ``torch.save``; it grows with the log. Ranks other than 0: the last step only."""
+        import dataclasses
+
+        from spikebench.values import enc_float
+
+        state: dict[str, Any] = {"version": 1, "rank": self.rank,
+                                 "last_step": self._last_step, "status": self.status,
+                                 "diverged_step": self.diverged_step}
+        if self.rank != 0 or self.status is not None:
+            return state
+        pending = [dict(r) for r in self._pending]
+        _read_back(pending)
+        size = self._log.sync()  # on disk up to here: the checkpoint's cut
+        with open(self._log.partial, "rb") as f:
+            text = f.read(size).decode("utf-8")
+        report = getattr(self, "last_report", None)
+        state.update({
+            "detector": self.detector, "gap": self.gap,
+            "monitor": self._monitor.state_dict(),
+            "last_event": self.last_event.state() if self.last_event is not None else None,
+            "last_report": dataclasses.asdict(report) if report is not None else None,
+            "elapsed_s": time.perf_counter() - self._t0,
+            "log": text, "log_bytes": size,
+            "pending": [{k: enc_float(v) if isinstance(v, float) else v for k, v in r.items()}
+                        for r in pending]})
+        return state
+
+    def load_state_dict(self, d: Mapping[str, Any]) -> None:
+        """Continue the run of :meth:`state_dict` (a checkpoint's): its monitor, step and
+        divergence, its log rewritten into this run's ``metrics.jsonl`` (the rows logged
+        after the checkpoint, by a run that was killed, are dropped). Call it before the
+        first :meth:`log`; the run's spike rule and gap must be the checkpoint's."""
+        import json
+
+        from spikebench.values import dec_float
+
+        if not isinstance(d, Mapping) or d.get("version") != 1:
+            raise UserError(f"run {self.dir}: load_state_dict() needs a Run.state_dict() "
+                            "(version 1)")
+        if self.status is not None or self._last_step is not None or self._pending:
+            raise UserError(f"run {self.dir}: load_state_dict() must come before the run's "
+                            "first log()")
+        if d["status"] is not None:
+            raise UserError(f"run {self.dir}: the checkpoint's run had finished (status "
+                            f"{d['status']!r}); start a new run instead of continuing it")
+        if self.rank != 0:
+            self._last_step, self.diverged_step = d["last_step"], d["diverged_step"]
+            return
+        if "monitor" not in d:
+            raise UserError(f"run {self.dir}: the state is rank {d.get('rank')}'s, which "
+                            "holds no monitor; load rank 0's")
+        if (d["detector"], d["gap"]) != (self.detector, self.gap):
+            raise UserError(f"run {self.dir}: the checkpoint's spike rule is "
+                            f"{d['detector']!r} with gap {d['gap']}, this run's "
+                            f"{self.detector!r} with gap {self.gap}; continue it with the same")
+        if self._log.sync() != 0:
+            raise UserError(f"run {self.dir}: its log already has rows; load_state_dict() "
+                            "must come before anything is logged")
+        rows = [json.loads(line) for line in d["log"].splitlines()]
+        for row in rows:  # the same text: json.dumps(json.loads(line)) == line
+            self._log.write(row)
+        self._log.flush()
+        self._monitor.load_state_dict(d["monitor"])
+        self._history = rows
+        self._pending = [{k: dec_float(v) for k, v in r.items()} for r in d["pending"]]
+        self._last_step, self.diverged_step = d["last_step"], d["diverged_step"]
+        self.last_event = Event.from_state(d["last_event"]) if d["last_event"] else None
+        if d.get("last_report") is not None and hasattr(self, "last_report"):
+            from spikebench.spikes.reports import Report
+
+            self.last_report = Report(**d["last_report"])
+        self._t0 = time.perf_counter() - float(d["elapsed_s"])
 
 
 def _device() -> str:

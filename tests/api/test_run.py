@@ -52,10 +52,14 @@ def test_a_run_writes_the_standard_folder_with_the_built_in_scores(tmp_path):
                          events=offline.events)
     assert summary["spikes"]["n_events"] == expected["n_events"] == 1
     assert summary["spikes"]["events"] == expected["events"]
-    # The spike at step 150 is decided once its verdict is in (the default rule holds 73
-    # rows), at the first read-back after that.
-    assert list(decisions.values()) == [spikebench.Decision.SPIKE]
-    assert run.last_event.onset == 150 and 150 + 73 <= next(iter(decisions)) <= 150 + 73 + 5
+    # The spike at step 150 is told at the read-back that holds its first row (sync every
+    # 5: step 150 itself), provisional; the rule's verdict 73 rows later confirms it.
+    assert decisions == {150: spikebench.Decision.SPIKE}
+    assert run.last_report.onset == 150 and run.last_report.state == "confirmed"
+    assert run.last_report.decided == 150 + 73 and run.last_event.onset == 150
+    told = {r[M.STEP]: (r[M.SPIKE_REPORTED], r[M.SPIKE_EVENTS]) for r in rows}
+    assert told[149] == (0, 0) and told[150] == (1, 0) and told[222] == (1, 0)
+    assert told[223] == (1, 1) and rows[-1][M.SPIKE_WITHDRAWN] == 0
     # A sweep scores it like a built-in trial's summary.
     v = seed_values(summary, steps=300, target=3.0)
     assert v["n_events"] == 1 and v["steps_to_target"] == summary["spikes"][

@@ -86,7 +86,8 @@ def test_an_api_script_is_pruned_in_a_single_objective_study(tmp_path):
     # The good arm runs first (one worker); the hopeless arm's LR leaves its validation
     # loss far above the good arm's at the first rung, so Hyperband prunes it: the driver
     # makes the prune file and stops the command. The good arm has one loss spike (step 25,
-    # between the rungs): the run records it, and the arm is spared.
+    # between the rungs): the API tells the loop at once, the run records it, and the arm is
+    # spared.
     script = EXAMPLES / "api_loop" / "train.py"
     f = tmp_path / "api.toml"
     f.write_text(f"""
@@ -118,6 +119,7 @@ hopeless = {{ lr = 0.001 }}
     seed = Path(good.user_attrs["dir"]) / "seed-0"
     events = json.loads((seed / "summary.json").read_text())["spikes"]["events"]
     assert [(e["metric"], e["onset"]) for e in events] == [("train/loss", 25)]
+    assert "spike at step 25" in (seed / "stdout.log").read_text()  # told in time: SPIKE
     assert bad.state == TrialState.PRUNED and bad.user_attrs["pruned_at_step"] == 20
     folder = Path(bad.user_attrs["dir"])
     assert (folder / "prune").is_file() and not (folder / "result.json").exists()
