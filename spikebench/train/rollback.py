@@ -10,13 +10,17 @@ scaled by ``lr_factor`` for ``cooldown`` steps. At most ``max_rollbacks`` times.
 
 Logged steps count steps worked, redone ones included, so the budget and time to target
 pay for a rollback; ``train/position`` is the position in the LR schedule.
+
+The trigger (:func:`loss_trigger`), the kept states (:class:`Snapshot`) and the choice of
+the state to go back to (:func:`split_ring`) are shared with the public
+:class:`spikebench.responses.Rollback`, which a team's own loop drives.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +37,31 @@ FOLDER = "rollback"
 @dataclass
 class Snapshot:
     position: int
-    state: dict[str, Any] | Path  # in memory, or the file it was written to
+    # In memory, or the file it was written to (the public helper: the loop's token).
+    state: dict[str, Any] | Path | Any
     trigger: dict[str, Any]  # the trigger rule's state then: it must not remember the spike
+    # Losses of steps up to ``position`` the trigger had not been fed yet (public helper).
+    pending: list[tuple[int, Any]] = field(default_factory=list)
+
+
+def loss_trigger(detector: str, gap: int) -> SpikeMonitor:
+    """The rollback's trigger: rule ``detector`` on the training loss. One scale only: a
+    rollback must act at the read-back that sees the spike, not after the rows the default
+    rule's multi-step evidence waits for."""
+    return SpikeMonitor(detector, (M.TRAIN_LOSS,), gap=gap, rule_kwargs={
+        "multi": False} if detector == "default" else None)
+
+
+def split_ring(ring: list[Snapshot], onset: int) -> tuple[list[Snapshot], list[Snapshot]]:
+    """The kept states from before ``onset`` (the newest of them is the one to go back to)
+    and those from the onset on (damaged, or no older than it: dropped)."""
+    return ([s for s in ring if s.position < onset], [s for s in ring if s.position >= onset])
 
 
 class Rollback:
     def __init__(self, cfg: ResponseConfig, gap: int, run_dir: Path):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        # One scale only: a rollback must act at the read-back that sees the spike, not
-        # after the rows the default rule's multi-step evidence waits for.
-        self.trigger = SpikeMonitor(cfg.detector, (M.TRAIN_LOSS,), gap=gap, rule_kwargs={
-            "multi": False} if cfg.detector == "default" else None)
+        self.trigger = loss_trigger(cfg.detector, gap)
         self.ring: list[Snapshot] = []
         self.offset = 0  # batches skipped so far
         self.cool_until = 0  # last position at lr_factor
@@ -88,7 +106,7 @@ class Rollback:
                   restore: Callable[[dict[str, Any]], None]) -> int | None:
         """Restore the newest state from before ``onset``; returns its position (None when
         the ring holds none)."""
-        before = [s for s in self.ring if s.position < onset]
+        before, _ = split_ring(self.ring, onset)
         if not before:
             return None
         snap = before[-1]

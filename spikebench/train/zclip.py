@@ -4,6 +4,8 @@ The device keeps an exponential moving mean and variance of the global grad norm
 ``alpha``); once ``warmup`` steps have set them (their plain mean and variance), a norm
 more than ``z`` standard deviations above the mean is scaled down to mean + z * sd, and the
 statistics take the clipped norm. Every operation is a device tensor op: no host sync.
+
+The public :class:`spikebench.responses.ZClipper` is this class with the norm measured.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class ZClip:
         self.var = torch.where(ok, torch.where(warm, w_m2 / n1, e_var), self.var)
         self.m2 = torch.where(ok & warm, w_m2, self.m2)
         self.n = torch.where(ok, n1, self.n)
+
+    def to(self, device: torch.device) -> ZClip:
+        """Move the statistics to ``device`` (no-op where they are)."""
+        self.mean, self.var, self.m2, self.n = (t.to(device) for t in (
+            self.mean, self.var, self.m2, self.n))
+        return self
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {"mean": self.mean, "var": self.var, "m2": self.m2, "n": self.n}

@@ -1,0 +1,16 @@
+"""Spike responses for a team's own training loop (or the Hugging Face Trainer).
+
+- :class:`SkipStepOptimizer`: wraps any ``torch.optim.Optimizer``; an outlier step's update
+  is skipped on the device (OLMo-core's skip-step, the built-in loop's detector).
+- :class:`ZClipper`: ZClip adaptive gradient clipping, the built-in loop's code.
+- :class:`Rollback`: decides when to go back to which kept state (PaLM's rollback, the
+  built-in loop's trigger); the loop's own ``save``/``load`` keep and restore it.
+
+See docs/responses.md, "In your own loop".
+"""
+
+from spikebench.responses.rollback import Rollback, RolledBack
+from spikebench.responses.skip_step import SkipStepOptimizer
+from spikebench.responses.zclip import ZClipper
+
+__all__ = ["RolledBack", "Rollback", "SkipStepOptimizer", "ZClipper"]
