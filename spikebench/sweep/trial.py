@@ -161,7 +161,8 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
     arm's and the sampled values, free-form. Pruned: the trial's prune file is made, and its
     process gets SIGTERM (which it passes on, then SIGKILL after ``grace_s``)."""
     values = {**spec.base, **spec.arms.get(arm, {}), **params}
-    trial_dir, old, carried = _trial_folder(trial, spec, trials_dir)
+    # The command runs in its seed's folder: every path it is given must be absolute.
+    trial_dir, old, carried = _trial_folder(trial, spec, trials_dir.resolve())
     spikes = {"detector": "default", "gap": 5, "target_loss": spec.target_loss}
     trainer = {**spec.trainer, "command": command_argv(spec)}
     atomic_write_json(trial_dir / "trial.json", {

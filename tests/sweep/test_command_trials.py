@@ -151,6 +151,32 @@ recipe = false
     assert "warming up" in stderr
 
 
+def test_a_relative_results_folder_gives_the_command_absolute_paths(tmp_path, monkeypatch):
+    # The command runs in its seed's folder, so every path it is given must be absolute.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(
+        "import json, os, sys\njson.load(open(sys.argv[1]))\n"
+        "with open(os.environ['SPIKEBENCH_RUN_DIR'] + '/log.csv', 'w') as f:\n"
+        "    f.write('step,loss\\n' + ''.join(f'{s},{3 - s / 10}\\n' for s in range(1, 11)))\n")
+    (tmp_path / "rel.toml").write_text(f"""
+[study]
+name = "rel"
+target_loss = 2.5
+[trainer]
+command = [{PY}, "train.py", "{{params_file}}"]
+log = "log.csv"
+steps = 10
+[config]
+lr = 0.1
+[comparison]
+recipe = false
+""")
+    run_sweep(load_sweep(Path("rel.toml")), results=Path("r"), jobs=1, log=lambda s: None)
+    t = _trials(tmp_path / "r", "rel")["baseline"]
+    assert t.state == TrialState.COMPLETE, t.user_attrs.get("error")
+    assert Path(t.user_attrs["dir"]).is_absolute()
+
+
 @pytest.mark.parametrize("trainer, message", [
     ('command = ["python", "train.py", "--out", "{out_dir}"]\nsteps = 10',
      'trainer.command = "{out_dir}": unknown macro {out_dir}'),
