@@ -108,15 +108,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_spikes(args: argparse.Namespace) -> int:
-    from spikebench.spikes.logs import read_log
     from spikebench.spikes.offline import score_log  # the monitor's events, whole-log fast
 
     if args.plot is not None:
         from spikebench.spikes.plot import check_plot_path
 
         check_plot_path(args.plot, args.file)
-    log = read_log(args.file, args.metric, args.grad_metric)
+    log, found = _spikes_input(args)
+    if found is not None and not found.single:
+        return _spikes_table(found, args)
     res = score_log(log, rule=args.detector, gap=args.gap)
+    ttt = None
+    if args.target_loss is not None:
+        from spikebench.runs.score import time_to_target
+
+        ttt = time_to_target(found.runs[0], args.target_loss)
     if args.plot is not None:
         from spikebench.spikes.plot import plot_events
 
@@ -125,20 +131,86 @@ def cmd_spikes(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise UserError(f"--plot {args.plot}: cannot write the plot ({e})") from None
     if args.json:
-        print(json.dumps({"steps": res["steps"],
-                          "events": [{k: e[k] for k in JSON_EVENT_KEYS} for e in res["events"]],
-                          "spike_score": res["spike_score"]}, allow_nan=False))
+        out = {"steps": res["steps"],
+               "events": [{k: e[k] for k in JSON_EVENT_KEYS} for e in res["events"]],
+               "spike_score": res["spike_score"]}
+        if ttt is not None:
+            out["time_to_target"] = ttt
+        print(json.dumps(out, allow_nan=False))
+        if log.note:  # stdout holds the JSON only
+            print(f"spikebench spikes: note: {log.note}", file=sys.stderr)
     else:
-        _print_spikes(res, log, args.detector)
+        _print_spikes(res, log, args.detector, ttt)
     return 0
 
 
-def _print_spikes(res: dict, log, detector: str) -> None:
+def _spikes_input(args: argparse.Namespace):
+    """(the log to score, None) for a plain CSV/JSONL file, read by the fast reader as
+    before; else (the one run's log, or None, and what :mod:`spikebench.runs` found)."""
+    from spikebench.runs.detect import FLAT, detect_file
+    from spikebench.runs.discover import _is_dir, discover
+    from spikebench.runs.table import to_log
+    from spikebench.spikes.logs import read_log
+
+    path = Path(args.file)
+    if not _is_dir(path) and args.target_loss is None and detect_file(path) in FLAT:
+        return read_log(path, args.metric, args.grad_metric, args.step), None
+    found = discover(path, step=args.step, metric=args.metric, grad_metric=args.grad_metric)
+    for line in found.skipped:
+        print(f"spikebench spikes: note: skipped {line}", file=sys.stderr)
+    if not found.single:
+        return None, found
+    return to_log(found.runs[0]), found
+
+
+def _spikes_table(found, args: argparse.Namespace) -> int:
+    """A folder of runs (or a file of several): one line (``--json``: one object) per run."""
+    from spikebench.runs.score import score_run
+
+    if args.plot is not None:
+        raise UserError(f"--plot {args.plot}: draws one run; {args.file} holds "
+                        f"{len(found.runs)} runs (give one run's file or folder)")
+    rows = [score_run(r, rule=args.detector, gap=args.gap, target=args.target_loss)
+            for r in found.runs]
+    if args.json:
+        try:
+            for row in rows:
+                print(json.dumps(row, allow_nan=False), flush=True)
+        except BrokenPipeError:  # `| head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    from tabulate import tabulate
+
+    def reached(t):
+        if t["step"] is None:
+            return "not reached"
+        return f"{t['step']} ({'val' if t['metric'] == 'val/loss' else 'train'})"
+
+    headers = ["run", "format", "steps", "loss column", "events", "worst severity"]
+    if args.target_loss is not None:
+        headers.append(f"step at loss <= {args.target_loss:g}")
+    table = [[r["run"], r["format"], r["steps"], r["loss_column"], r["n_events"],
+              "-" if r["worst_severity"] is None else f"{r['worst_severity']:.3g}",
+              *([reached(r["time_to_target"])] if args.target_loss is not None else [])]
+             for r in rows]
+    print(tabulate(table, headers=headers, disable_numparse=True))
+    print(f"{len(rows)} run{'' if len(rows) == 1 else 's'}, detector {args.detector}; "
+          "events: loss spike events; worst severity: the largest event's area (loss x "
+          "steps above the pre-spike trend)")
+    for r in rows:
+        if r["note"]:
+            print(f"note: {r['run']}: {r['note']}")
+    return 0
+
+
+def _print_spikes(res: dict, log, detector: str, ttt: dict | None = None) -> None:
     from tabulate import tabulate
 
     print(f"{log.path}: {res['steps']} steps, loss column {log.loss_column!r}"
           + (f", grad norm column {log.grad_column!r}" if log.grad_column else "")
           + f", detector {detector}")
+    if log.note:
+        print(f"note: {log.note}")
     if res["events"]:
         rows = [
             [e["onset"], e["peak"], e["metric"],
@@ -159,6 +231,9 @@ def _print_spikes(res: dict, log, detector: str) -> None:
 
     print(f"spike score (OLMo 7σ share): loss {fmt(sc['loss'])}"
           + (f", grad_norm {fmt(sc['grad_norm'])}" if log.has_grad_norm else ""))
+    if ttt is not None:
+        print(f"loss <= {ttt['target']:g} ({ttt['metric']}): "
+              + ("not reached" if ttt["step"] is None else f"first at step {ttt['step']}"))
 
 
 def report_dir(results_dir: str | Path, out: str | Path) -> Path:
@@ -178,6 +253,40 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from spikebench.compare import plan, write
+    from spikebench.runs import read_runs
+
+    sources = {}
+    for path in dict.fromkeys(args.paths):
+        sources[path] = read_runs(path, step=args.step, metric=args.metric,
+                                  grad_metric=args.grad_metric)
+    chosen = plan(sources, out=args.out, groups=args.group, by=args.by,
+                  baseline=args.baseline, recipe=args.recipe, target_loss=args.target_loss,
+                  max_step=args.max_step, unpaired=args.unpaired, detector=args.detector,
+                  gap=args.gap, name=args.name)
+    try:
+        paths = write(chosen, args.out)
+    except OSError as e:
+        raise UserError(f"--out {args.out}: cannot write the comparison "
+                        f"({e.strerror or e})") from None
+    n = sum(len(runs) for runs in chosen.groups.values())
+    print(f"{n} runs in {len(chosen.groups)} groups, baseline {chosen.baseline}; study: "
+          f"{paths['study']}")
+    print(f"report: {paths['markdown']} and {paths['html']}")
+    return 0
+
+
+def _target(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a loss > 0")
+    return x
+
+
 def _count(text: str) -> int:
     try:
         n = int(text)
@@ -186,6 +295,16 @@ def _count(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
     return n
+
+
+def _loss(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if x != x or x in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number")
+    return x
 
 
 def _rule(text: str) -> str:
@@ -310,12 +429,18 @@ group of train.nproc GPUs.""", """\
 examples:
   spikebench worker --storage postgresql://user:pass@db/spikebench --study default"""),
     "spikes": ("""\
-Find the loss spikes in any training log: CSV or JSONL with a step column and a
-loss column, optionally a grad norm. The same detector as training (`default`
-unless --detector names another); prints the events and the spike scores.""", """\
+Find the loss spikes in training runs: a log file (CSV, JSONL, a TensorBoard event
+file, an HF trainer_state.json, a W&B export, a long-format CSV) or a folder of runs
+(TensorBoard, HF output, Lightning, MLflow, spikebench runs), one line per run. The
+same detector as training (`default` unless --detector names another); prints the
+events and the spike scores. Where the step or loss column is ambiguous it stops
+naming the candidates: --step and --metric choose.""", """\
 examples:
   spikebench spikes results/runs/<run-id>/metrics.jsonl
   spikebench spikes wandb_export.csv --metric train_loss --detector olmo_online --plot spikes.png
+  spikebench spikes hf_output/checkpoint-500/trainer_state.json
+  spikebench spikes runs/ --target-loss 3.5     # every run below runs/, one line each
+  spikebench spikes wandb_history.csv --step _step
   spikebench spikes log.jsonl --json"""),
     "report": ("""\
 Write a sweep's report from its results folder: OUT/<folder name>/report.md with
@@ -323,10 +448,25 @@ its PNG plots, and report.html, one self-contained file. Changes nothing it read
 examples:
   spikebench report results/default                  # reports/default/report.md and .html
   spikebench report results/lr-stability --out /tmp/reports"""),
+    "compare": ("""\
+Compare groups of existing runs (TensorBoard, HF Trainer, Lightning, W&B, MLflow,
+CSV/JSONL, spikebench run folders): groups by glob, by a hyperparameter of each run's
+own metadata, or one per PATH; each against the baseline group, paired by seed where
+seeds match, else by exact two-sample tests. Writes OUT/report.md, OUT/report.html
+and the comparison as a study in OUT/NAME/; reads the runs, changes nothing there.""", """\
+Defaults: the baseline is the first group; the target loss the baseline's median final
+loss (validation, else training); every run is cut to the shortest run's last step.
+
+examples:
+  spikebench compare runs/baseline runs/clip             # one group per folder
+  spikebench compare runs/ --by optim.lr --baseline 0.001 --target-loss 3.5
+  spikebench compare runs/ --group base='base-*' --group zclip='zclip-*' --recipe zclip"""),
     "bench": ("""\
 Run a regression suite and compare it with its baseline: every loss bit for bit
-in the same environment, exact tests in another, performance ratios. Exit 0: no
-regression; 1: a regression; 2: bad input.""", """\
+in the same environment, exact tests in another, performance ratios. A suite
+with a [trainer] table runs your own training command per seed (its losses bit
+for bit only where it is deterministic). Exit 0: no regression; 1: a
+regression; 2: bad input.""", """\
 The default baseline is baselines/<suite name>.json beside the suites/ folder the
 suite is in (benchmarks/suites/cpu.toml: benchmarks/baselines/cpu.json), else
 beside the suite.
@@ -334,7 +474,8 @@ beside the suite.
 examples:
   spikebench bench                           # benchmarks/suites/cpu.toml vs its baseline
   spikebench bench --update-baseline         # record this run as the baseline
-  spikebench bench --suite benchmarks/suites/gpu.toml"""),
+  spikebench bench --suite benchmarks/suites/gpu.toml
+  spikebench bench --suite benchmarks/suites/nanogpt-csv.toml --update-baseline"""),
 }
 
 
@@ -378,17 +519,22 @@ def build_parser() -> argparse.ArgumentParser:
     _metrics_options(p)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("spikes", help="find loss spikes in a training log")
-    p.add_argument("file", help="training log: CSV or JSONL with a step and a loss column")
-    p.add_argument("--metric", help="loss column name (default: loss, train/loss, ...)")
+    p = sub.add_parser("spikes", help="find loss spikes in a training log or a folder of runs")
+    p.add_argument("file", metavar="PATH", help="a log file, or a folder of runs (one line each)")
+    p.add_argument("--metric", help="loss column, tag or metric key (default: loss, train/loss, ...)")
+    p.add_argument("--step", metavar="NAME",
+                   help="step column (default: step, global_step, train/global_step, ...)")
     p.add_argument("--grad-metric",
                    help="grad-norm column name (default: grad_norm, optim/grad_norm)")
     p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
                    help=f"spike rule: {', '.join(RULES)}")
     p.add_argument("--gap", type=_count, default=5,
                    help="max unflagged rows inside one event (default 5)")
-    p.add_argument("--json", action="store_true", help="print one JSON object, nothing else")
-    p.add_argument("--plot", metavar="PNG", help="draw the curve(s) with events marked")
+    p.add_argument("--target-loss", type=_loss, default=None, metavar="X",
+                   help="also show the first step with loss <= X (validation loss if logged)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON only: one object (a folder: one per run, a line each)")
+    p.add_argument("--plot", metavar="PNG", help="draw the curve(s) with events marked (one run)")
     p.set_defaults(func=cmd_spikes)
 
     p = sub.add_parser("report", help="write a sweep's report (markdown and HTML)")
@@ -397,6 +543,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reports folder; the report goes to OUT/<results folder name>/ "
                         "(default: reports)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare groups of existing runs (markdown and HTML)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="run folders or log files (walked; each run's format detected)")
+    p.add_argument("--group", action="append", default=[], metavar="NAME=GLOB",
+                   help="a group: the runs whose name or path matches GLOB (repeatable)")
+    p.add_argument("--by", metavar="PARAM",
+                   help="one group per value of PARAM in each run's own metadata")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="the group the others are compared with (default: the first)")
+    p.add_argument("--recipe", metavar="NAME",
+                   help="the group the article's claims are tested on (the claims section)")
+    p.add_argument("--target-loss", type=_target, metavar="X",
+                   help="time to target: the first evaluation <= X (default: see below)")
+    p.add_argument("--max-step", type=_count, metavar="N",
+                   help="compare up to step N, leaving out runs that end before it")
+    p.add_argument("--unpaired", action="store_true",
+                   help="compare every group as independent runs, even where seeds match")
+    p.add_argument("--step", metavar="NAME", help="the step column (or tag) of the runs")
+    p.add_argument("--metric", metavar="NAME", help="the loss column (or tag) of the runs")
+    p.add_argument("--grad-metric", metavar="NAME", help="the grad-norm column (or tag)")
+    p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
+                   help=f"spike rule: {', '.join(RULES)}")
+    p.add_argument("--gap", type=_count, default=5,
+                   help="max unflagged rows inside one event (default 5)")
+    p.add_argument("--name", default="compare",
+                   help="the comparison's study goes to OUT/NAME/ (default: compare)")
+    p.add_argument("--out", default="reports/compare", metavar="OUT",
+                   help="report.md, report.html and the study (default: reports/compare)")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bench", help="run a regression suite against its baseline; exit 1 "
                        "on a regression")

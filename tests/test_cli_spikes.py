@@ -88,7 +88,7 @@ def test_table_detector_and_plot(capsys, logs, tmp_path):
         (["{csv}", "--detector", "bogus"], "bogus"),
         (["{bad}"], "'abc'"),
         (["{empty}"], "empty"),
-        ([], "file"),
+        ([], "PATH"),
     ],
 )
 def test_errors_one_line_exit_2(capsys, logs, tmp_path, argv, needle):
@@ -159,3 +159,44 @@ def test_a_plot_path_that_cannot_be_written_is_refused_before_reading(
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and needle in err
+
+
+def test_step_option_and_the_choice_between_step_columns(capsys, tmp_path):
+    # W&B's _step beside the trainer's global step: the trainer's, said on stderr with --json
+    # and in the header's note otherwise; --step picks either.
+    rows = ["_step,train/global_step,train/loss"] + [
+        f"{i},{i + 1},{5.0 if i + 1 == 40 else 3 - i / 100}" for i in range(80)]
+    (tmp_path / "h.csv").write_text("\n".join(rows) + "\n")
+    res, err = run_json(capsys, str(tmp_path / "h.csv"))
+    assert [e["onset"] for e in res["events"]] == [40]
+    assert "note: step column 'train/global_step'" in err
+    res, err = run_json(capsys, str(tmp_path / "h.csv"), "--step", "_step")
+    assert [e["onset"] for e in res["events"]] == [39] and err == ""
+    assert main(["spikes", str(tmp_path / "h.csv"), "--step", "nope"]) == 2
+    assert "--step nope: no column 'nope'" in capsys.readouterr().err
+
+
+def test_target_loss_on_one_log(capsys, tmp_path):
+    (tmp_path / "m.jsonl").write_text("".join(
+        json.dumps({"step": s, "train/loss": 3 - s / 50}) + "\n"
+        + (json.dumps({"step": s, "val/loss": 3.1 - s / 50}) + "\n" if s % 10 == 0 else "")
+        for s in range(100)))
+    res, _ = run_json(capsys, str(tmp_path / "m.jsonl"), "--target-loss", "2")
+    assert res["time_to_target"] == {"target": 2.0, "metric": "val/loss", "step": 60}
+    assert main(["spikes", str(tmp_path / "m.jsonl"), "--target-loss", "2"]) == 0
+    assert "loss <= 2 (val/loss): first at step 60" in capsys.readouterr().out
+    res, _ = run_json(capsys, str(tmp_path / "m.jsonl"), "--target-loss", "0")
+    assert res["time_to_target"]["step"] is None
+    assert main(["spikes", str(tmp_path / "m.jsonl"), "--target-loss", "nan"]) == 2
+    assert "must be a finite number" in capsys.readouterr().err
+
+
+def test_a_plain_log_keeps_the_fast_reader(capsys, logs, monkeypatch):
+    """A plain CSV is read by spikebench.spikes.logs.read_log as before, not through the
+    run readers (which build a record per step)."""
+    import spikebench.runs.discover as discover
+
+    d, _ = logs
+    monkeypatch.setattr(discover, "discover", None)
+    res, _ = run_json(capsys, str(d / "run.csv"))
+    assert res["steps"] == 3000

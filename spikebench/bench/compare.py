@@ -309,7 +309,14 @@ PERF_METRICS = {
     "mfu": PerfMetric("model FLOP utilisation against a matmul peak", True),
     "sweep_scaling": PerfMetric("sweep throughput, N workers / 1 worker", True),
     "report_ratio": PerfMetric("report time for N trials / a fixed Python workload", False),
+    # A [trainer] suite's: what the trainer's own log says, the median over each seed's
+    # steps, then over every seed of every scenario (judged against the baseline's).
+    "trainer_tokens_per_s": PerfMetric("tokens per second your trainer logged", True),
+    "trainer_step_s": PerfMetric("seconds per step your trainer logged", False),
 }
+# The figures spikebench measures of its own engine, and those read from a trainer's log.
+TRAINER_PERF = ("trainer_tokens_per_s", "trainer_step_s")
+BUILTIN_PERF = tuple(k for k in PERF_METRICS if k not in TRAINER_PERF)
 
 
 def judge_perf(metric: str, current: float | None, baseline: float | None, *,

@@ -15,6 +15,18 @@ the performance checks::
     # shown, not judged).
     tolerance = { overhead_ratio = 0.10, mfu = 0.15, sweep_scaling = 0.25, report_ratio = 0.25 }
 
+A suite with a ``[trainer]`` table (a sweep file's: :mod:`spikebench.sweep.command`) benches
+a trainer of the team's own: its scenarios are the trainer's free-form parameters, each seed
+runs the command, and its performance is what the trainer's own log says::
+
+    [bench]
+    deterministic = "check"  # true | false | "check": repeat one seed per scenario when
+                             # recording; exact loss comparison only if deterministic
+    [bench.perf]
+    tokens_per_s = "perf/tokens_per_s"  # the log's tokens/s column (higher is better)
+    step_s = "step_time"                # or its seconds-per-step column (lower is better)
+    tolerance = { trainer_tokens_per_s = 0.15, trainer_step_s = 0.15 }
+
 Every problem is one line naming the file, the key, the value and what is allowed.
 """
 
@@ -26,13 +38,33 @@ from pathlib import Path
 from typing import Any
 
 from spikebench import config as cfgmod
-from spikebench.bench.compare import EXACT_UP_TO, METRICS, PERF_METRICS, min_p
+from spikebench import metrics as M
+from spikebench.bench.compare import (
+    BUILTIN_PERF,
+    EXACT_UP_TO,
+    METRICS,
+    PERF_METRICS,
+    TRAINER_PERF,
+    min_p,
+)
 from spikebench.errors import UserError
 from spikebench.sweep.spec import SweepSpec, load_sweep
 
-# tokens/s is an absolute speed: shown beside the ratios, never judged.
+# tokens/s is an absolute speed: shown beside the ratios, never judged. A trainer's logged
+# speed is judged against its baseline's on the same environment only (run.compare).
 DEFAULT_TOLERANCE = {"tokens_per_s": None, "overhead_ratio": 0.10, "mfu": 0.15,
-                     "sweep_scaling": 0.25, "report_ratio": 0.25}
+                     "sweep_scaling": 0.25, "report_ratio": 0.25,
+                     "trainer_tokens_per_s": 0.15, "trainer_step_s": 0.15}
+# A trainer log's throughput columns, found case-insensitively when the suite names none.
+COLUMN_NAMES = {
+    "tokens_per_s": (M.TOKENS_PER_S, "tokens_per_s", "tokens_per_sec", "tokens/s", "tok/s",
+                     "train/tokens_per_s"),
+    "step_s": ("perf/step_s", "step_s", "step_time", "time/step", "s_per_step", "iter_time"),
+}
+# The perf figure each column becomes.
+COLUMN_METRIC = {"tokens_per_s": "trainer_tokens_per_s", "step_s": "trainer_step_s"}
+DETERMINISTIC = 'true, false or "check"'
+MAX_COLUMN = 200  # characters of a column name
 DEFAULT_MIN_EFFECT = {"n_events": 1.0, "severity": 10.0, "steps_to_target": 20.0,
                       "final_val_loss": 0.05}
 
@@ -46,6 +78,14 @@ class PerfSettings:
     report_trials: int = 500
     tolerance: dict[str, float | None] = field(
         default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    # A [trainer] suite's: the log columns named (``{"tokens_per_s": "perf/tokens_per_s"}``;
+    # empty: found by COLUMN_NAMES).
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+BUILTIN_PERF_KEYS = ("overhead_steps", "overhead_repeats", "sweep_trials", "sweep_steps",
+                     "report_trials", "tolerance")
+TRAINER_PERF_KEYS = ("tokens_per_s", "step_s", "tolerance")
 
 
 @dataclass(frozen=True)
@@ -55,10 +95,18 @@ class Suite:
     level: float = 0.05
     min_effect: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIN_EFFECT))
     perf: PerfSettings = PerfSettings()
+    # A [trainer] suite's: True (declared), False (declared: never compared exactly) or
+    # "check" (a seed of every scenario run twice when the baseline is recorded). The
+    # built-in engine is deterministic on one environment: always True.
+    deterministic: bool | str = True
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def trainer(self) -> bool:
+        return bool(self.spec.trainer)
 
 
 # Upper bounds of the suite's numbers: past these a setting is a typo, not a plan.
@@ -91,39 +139,101 @@ def _off(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() == "off"
 
 
-def _tolerance(path: str, raw: Any) -> dict[str, float | None]:
+def _tolerance(path: str, raw: Any, allowed: tuple[str, ...] = BUILTIN_PERF
+                ) -> dict[str, float | None]:
     """One number for every performance ratio, or a table of them by metric ("off", in any
-    case: shown, not judged)."""
+    case: shown, not judged); ``allowed``: the suite's ratios (the built-in engine's, or a
+    trainer's)."""
     if not isinstance(raw, dict):
         if _off(raw):
             return dict.fromkeys(PERF_METRICS)
         t = float(_number(path, "perf.tolerance", raw, lo=0.0, hi=MAX_TOLERANCE, lo_open=True,
                           off=True))
         return {k: None if DEFAULT_TOLERANCE[k] is None else t for k in PERF_METRICS}
-    if set(raw) - set(PERF_METRICS):
-        raise UserError(f"{path}: bench.perf.tolerance: {sorted(set(raw) - set(PERF_METRICS))[0]!r}"
-                        " is not a performance ratio (allowed: " + ", ".join(PERF_METRICS) + ")")
+    if set(raw) - set(allowed):
+        bad = sorted(set(raw) - set(allowed))[0]
+        what = ("is a [trainer] suite's ratio, not the built-in engine's" if bad in TRAINER_PERF
+                else "is the built-in engine's ratio, not a [trainer]'s" if bad in PERF_METRICS
+                else "is not a performance ratio")
+        raise UserError(f"{path}: bench.perf.tolerance: {bad!r} {what} (allowed: "
+                        + ", ".join(allowed) + ")")
     return {**DEFAULT_TOLERANCE, **{k: None if v is None or _off(v) else float(_number(
         path, f"perf.tolerance.{k}", v, lo=0.0, hi=MAX_TOLERANCE, lo_open=True, off=True))
         for k, v in raw.items()}}
 
 
+def _deterministic(path: str, raw: dict[str, Any], trainer: bool) -> bool | str:
+    """``bench.deterministic``: a [trainer] suite's only (default "check")."""
+    if "deterministic" not in raw:
+        return "check" if trainer else True
+    value = raw["deterministic"]
+    if not trainer:
+        raise UserError(f"{path}: bench.deterministic = {_toml(value)}: only for a suite with "
+                        "a [trainer] (the built-in engine is deterministic on one "
+                        "environment: its losses are always compared bit for bit there)")
+    if isinstance(value, str) and value.strip().lower() == "check":
+        return "check"
+    if not isinstance(value, bool):
+        raise UserError(f"{path}: bench.deterministic = {_toml(value)}: must be "
+                        f"{DETERMINISTIC} (repeat a seed per scenario when recording)")
+    return value
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _columns(path: str, p: dict[str, Any]) -> dict[str, str]:
+    """``bench.perf.tokens_per_s`` / ``step_s``: the names of a trainer log's columns."""
+    out = {}
+    for key in COLUMN_NAMES:
+        if key not in p:
+            continue
+        value = p[key]
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_COLUMN:
+            raise UserError(f"{path}: bench.perf.{key} = {_toml(value)}: must be the name of "
+                            f"a column of the trainer's log (a string of 1 to {MAX_COLUMN} "
+                            "characters), e.g. " + repr(COLUMN_NAMES[key][0]))
+        out[key] = value.strip()
+    return out
+
+
+def _trainer_perf(path: str, p: dict[str, Any]) -> PerfSettings:
+    """A [trainer] suite's ``[bench.perf]``: the log's columns and their tolerances; the
+    built-in engine's measurements are refused (they time spikebench's own loop)."""
+    for key in sorted(set(p) & (set(BUILTIN_PERF_KEYS) - set(TRAINER_PERF_KEYS))):
+        if p[key] != 0:
+            raise UserError(f"{path}: bench.perf.{key} = {_toml(p[key])}: measures "
+                            "spikebench's built-in engine, not a [trainer]; leave it out (a "
+                            "trainer's speed is its log's column: bench.perf.tokens_per_s "
+                            "or step_s)")
+    unknown = sorted(set(p) - set(BUILTIN_PERF_KEYS) - set(TRAINER_PERF_KEYS))
+    if unknown:
+        raise UserError(f"{path}: unknown key 'bench.perf.{unknown[0]}' (allowed with a "
+                        f"[trainer]: {', '.join(TRAINER_PERF_KEYS)})")
+    return PerfSettings(overhead_steps=0, sweep_trials=0, report_trials=0,
+                        tolerance=_tolerance(path, p.get("tolerance", {}), TRAINER_PERF),
+                        columns=_columns(path, p))
+
+
 def load_suite(path: str | Path) -> Suite:
     path = str(path)
     spec = load_sweep(path, extra_tables=("bench",))
-    if spec.trainer:
-        raise UserError(f"{path}: [trainer]: a bench suite runs the built-in engine only "
-                        "(command trainers in suites are not supported yet)")
     if spec.trials:
         raise UserError(f"{path}: study.trials = {spec.trials}: a bench suite runs its "
                         "scenarios (the comparison arms) only; set 0")
     raw = cfgmod.load_toml(path, "suite").get("bench", {})
     if not isinstance(raw, dict):
         raise UserError(f"{path}: bench = {raw!r}: must be a table")
-    unknown = set(raw) - {"level", "min_effect", "perf"}
+    keys = ("level", "min_effect", "perf", *(("deterministic",) if spec.trainer else ()))
+    unknown = set(raw) - set(keys) - {"deterministic"}  # the latter: refused below, with why
     if unknown:
-        raise UserError(f"{path}: unknown key 'bench.{sorted(unknown)[0]}' (allowed: level, "
-                        "min_effect, perf)")
+        raise UserError(f"{path}: unknown key 'bench.{sorted(unknown)[0]}' (allowed: "
+                        f"{', '.join(keys)})")
+    deterministic = _deterministic(path, raw, bool(spec.trainer))
     level = _number(path, "level", raw.get("level", 0.05), lo=0.0, hi=0.5, lo_open=True)
     n = len(spec.seeds)
     if n > EXACT_UP_TO:
@@ -152,10 +262,15 @@ def load_suite(path: str | Path) -> Suite:
     p = raw.get("perf", {})
     if not isinstance(p, dict):
         raise UserError(f"{path}: bench.perf = {p!r}: must be a table")
+    if spec.trainer:
+        return Suite(path=path, spec=spec, level=float(level), min_effect=min_effect,
+                     perf=_trainer_perf(path, p), deterministic=deterministic)
     defaults = PerfSettings()
-    if set(p) - set(defaults.__dict__):
-        raise UserError(f"{path}: unknown key 'bench.perf.{sorted(set(p) - set(defaults.__dict__))[0]}'"
-                        f" (allowed: {', '.join(defaults.__dict__)})")
+    if set(p) - set(BUILTIN_PERF_KEYS):
+        bad = sorted(set(p) - set(BUILTIN_PERF_KEYS))[0]
+        why = " is a [trainer] suite's (its log's column)" if bad in COLUMN_NAMES else ""
+        raise UserError(f"{path}: unknown key 'bench.perf.{bad}'{why} (allowed: "
+                        f"{', '.join(BUILTIN_PERF_KEYS)})")
     perf = PerfSettings(
         overhead_steps=int(_number(path, "perf.overhead_steps", p.get(
             "overhead_steps", defaults.overhead_steps), lo=0, hi=MAX_STEPS, integer=True)),
@@ -167,7 +282,7 @@ def load_suite(path: str | Path) -> Suite:
             "sweep_steps", defaults.sweep_steps), lo=1, hi=MAX_STEPS, integer=True)),
         report_trials=int(_number(path, "perf.report_trials", p.get(
             "report_trials", defaults.report_trials), lo=0, hi=MAX_COUNT, integer=True)),
-        tolerance=_tolerance(path, p.get("tolerance", defaults.tolerance)))
+        tolerance=_tolerance(path, p.get("tolerance", {})))
     return Suite(path=path, spec=spec, level=float(level), min_effect=min_effect, perf=perf)
 
 

@@ -21,7 +21,7 @@ NO_COMPARISON = ("this study has no designed comparison (no [comparison] table i
 
 def has_comparison(study: Study) -> bool:
     """A baseline arm and at least one other: what the strategy and claim sections need."""
-    return "baseline" in study.arms and len(study.arms) >= 2
+    return study.baseline_arm in study.arms and len(study.arms) >= 2
 
 
 def table_arms(study: Study) -> dict[str, dict[str, Any]]:
@@ -29,9 +29,10 @@ def table_arms(study: Study) -> dict[str, dict[str, Any]]:
     ``[comparison] grid``, those at the baseline's grid values (their plain names), because
     the table compares strategies at one point and the LR sections across the grid."""
     grid = study.spec.grid if study.spec else {}
-    if not grid or "baseline" not in study.arms:
+    base = study.baseline_arm
+    if not grid or base not in study.arms:
         return study.arms
-    at = {k: study.arms["baseline"].get(k) for k in grid}
+    at = {k: study.arms[base].get(k) for k in grid}
     return {a: v for a, v in study.arms.items() if all(v.get(k) == at[k] for k in grid)}
 
 
@@ -109,11 +110,17 @@ def classify_arm(study: Study, arm: str) -> dict[str, Any]:
     makes a row named by the arm (key "other") rather than a guessed strategy.
     """
     arms = study.arms
-    base, values = arms.get("baseline", {}), arms.get(arm, {})
+    base, values = arms.get(study.baseline_arm, {}), arms.get(arm, {})
     changes = {k: [base.get(k), v] for k, v in values.items() if base.get(k) != v}
     changes.update({k: [v, None] for k, v in base.items() if k not in values})
-    if arm == "baseline":
-        return {"key": "baseline", "label": "baseline", "changes": {}}
+    if arm == study.baseline_arm:
+        return {"key": "baseline", "label": "baseline" if study.compare is None
+                else f"{arm} (baseline)", "changes": {}}
+    if study.compare is not None:
+        # Groups of runs read from disk: their parameters are the runs' own, so no strategy
+        # is guessed from their names; a group is its name.
+        role = " (recipe)" if arm == study.recipe_arm else ""
+        return {"key": "group", "label": f"{arm}{role}", "changes": changes}
     kind = schedule_kind(study, values)
     found = [strategy_of(k, v[1], schedule_kind=kind) for k, v in changes.items()]
     known = [f for f in found if f is not None and f[0] != "unknown"]

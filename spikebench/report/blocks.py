@@ -151,9 +151,14 @@ def interval(m: dict[str, Any] | None, fmt: Callable[[Any], str] = num, *,
 def delta(d: dict[str, Any] | None, fmt: Callable[[Any], str] = signed, *,
           explain: bool = True) -> str:
     """A paired difference vs the baseline as a cell's extra line: ``Δ value [lo, hi], n
-    matched``; "" where there is none (the baseline's own row)."""
+    matched`` (two independent groups: ``n vs m unpaired``); "" where there is none (the
+    baseline's own row)."""
     if d is None:
         return ""
+    if d.get("paired") is False:  # two independent groups of runs (spikebench compare)
+        if d.get("value") is None:
+            return "\nΔ vs baseline: a group has no values"
+        return f"\nΔ {interval(d, fmt, explain=explain)}, {d['n']} vs {d.get('m')} unpaired"
     if d.get("value") is None:
         return "\nΔ vs baseline: no matched seeds"
     return f"\nΔ {interval(d, fmt, explain=explain)}, {d['n']} matched"

@@ -136,6 +136,40 @@ class Study:
         return bool(self.spec and self.spec.trainer)
 
     @property
+    def compare(self) -> dict[str, Any] | None:
+        """What ``spikebench compare`` recorded when it imported runs read from disk as this
+        study (groups, baseline, recipe, pairing, what was cut); None for a sweep's study."""
+        c = self.user_attrs.get("compare")
+        return c if isinstance(c, dict) and isinstance(c.get("baseline"), str) else None
+
+    @property
+    def baseline_arm(self) -> str:
+        """The arm every other is compared with: ``baseline``, or the group a comparison of
+        runs names (``spikebench compare --baseline``)."""
+        c = self.compare
+        return c["baseline"] if c else "baseline"
+
+    @property
+    def recipe_arm(self) -> str | None:
+        """The arm the article's claims are tested on: ``recipe``, or the group a
+        comparison of runs names (``--recipe``); None where there is none."""
+        c = self.compare
+        if c is not None:
+            r = c.get("recipe")
+            return r if isinstance(r, str) and r in self.arms else None
+        return "recipe" if "recipe" in self.arms else None
+
+    def paired(self, arm: str) -> bool:
+        """Whether ``arm`` is compared with the baseline seed by seed. A sweep's arms run on
+        the same seeds; a group of runs read from disk is paired only where
+        ``spikebench compare`` matched every run of it and of the baseline by a known seed."""
+        c = self.compare
+        if c is None:
+            return True
+        entry = (c.get("pairing") if isinstance(c.get("pairing"), dict) else {}).get(arm)
+        return isinstance(entry, dict) and entry.get("paired") is True
+
+    @property
     def spike_metric(self) -> str:
         return self.spec.spike_metric if self.spec else "severity"
 

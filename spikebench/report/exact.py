@@ -1,10 +1,17 @@
-"""Exact paired tests for the few seeds a sweep has, and the intervals that invert them.
+"""Exact tests for the few seeds a sweep has, and the intervals that invert them.
 
 A sweep compares two arms on matched seeds, so each claim becomes a paired test: the
 sign-flip permutation test on per-seed differences (McNemar's exact test when the outcomes
 are 0/1). Its 95% interval is the set of effects the test does not reject, so interval and
 verdict can never disagree, and with fewer than 6 non-zero pairs no effect can be rejected:
 there is then no interval, rather than a thin one that covers less than it says.
+
+Runs compared without a shared seed (``spikebench compare`` over runs whose seeds are
+unknown or differ) are two independent samples: the exact two-sample permutation test of
+the difference in means (every split of the pooled runs into groups of the two sizes,
+enumerated up to :data:`EXACT_SPLITS`, else a seeded sample), and the intervals that invert
+it, of a shift (:func:`two_sample_shift_interval`) and of a ratio of means
+(:func:`two_sample_relative_interval`).
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 ALPHA = 0.05
 EXACT_UP_TO = 16  # pairs for which every sign pattern is enumerated; beyond, a seeded sample
 N_SAMPLED = 20_000
+EXACT_SPLITS = 50_000  # two-sample splits enumerated up to this many; beyond, a seeded sample
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ class Interval:
     n: int
     method: str
     why: str = ""
+    m: int | None = None  # the second sample's size, for a two-sample (unpaired) interval
 
 
 def _signs(n: int) -> np.ndarray:
@@ -223,3 +233,169 @@ def _betainc(a: float, b: float, x: float) -> float:
         if abs(c * d - 1) < 1e-15:
             break
     return front * f / a
+
+
+# --- two independent samples ------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _splits(n: int, m: int) -> np.ndarray:
+    """Rows of 0/1 over the n + m pooled values, 1 for the first group: every split into
+    groups of n and m when there are at most :data:`EXACT_SPLITS`, else a seeded sample.
+    Row 0 is always the observed split (the first n values first)."""
+    total = n + m
+    if math.comb(total, n) <= EXACT_SPLITS:
+        idx = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(total), n)),
+                          dtype=np.int64).reshape(-1, n)
+        rows = np.zeros((idx.shape[0], total), dtype=bool)
+        np.put_along_axis(rows, idx, True, axis=1)
+        return rows  # combinations start with (0, ..., n - 1): the observed split
+    rng = np.random.default_rng(0)
+    order = np.argsort(rng.random((N_SAMPLED, total)), axis=1)[:, :n]
+    rows = np.zeros((N_SAMPLED, total), dtype=bool)
+    np.put_along_axis(rows, order, True, axis=1)
+    rows[0] = False
+    rows[0, :n] = True
+    return rows
+
+
+class _TwoSample:
+    """The permutation distribution of mean(first group) - mean(second) over the splits of
+    :func:`_splits`, for the samples ``a`` and ``b`` under a change of ``a`` by a shift or
+    of ``b`` by a factor, computed from sums precomputed once per pair of samples."""
+
+    def __init__(self, a: Sequence[float], b: Sequence[float]):
+        self.a = np.asarray([float(x) for x in a], dtype=float)
+        self.b = np.asarray([float(x) for x in b], dtype=float)
+        self.n, self.m = self.a.size, self.b.size
+        rows = _splits(self.n, self.m)
+        self.sum_a = rows[:, :self.n] @ self.a  # the a-values that fall in the first group
+        self.sum_b = rows[:, self.n:] @ self.b
+        self.k = rows[:, :self.n].sum(axis=1).astype(float)  # how many a-values fell there
+
+    def p(self, side: int = 0, shift: float = 0.0, ratio: float = 1.0) -> float:
+        """p of "a - shift and ratio x b come from one distribution": the share of splits
+        whose difference in means is at least (side +1), at most (-1) the observed one;
+        two-sided (0): twice the smaller one-sided p, at most 1, so the two-sided test at
+        ALPHA rejects exactly where a one-sided one at ALPHA / 2 does."""
+        first = self.sum_a - shift * self.k + ratio * self.sum_b
+        total = float(self.a.sum() - shift * self.n + ratio * self.b.sum())
+        diff = first / self.n - (total - first) / self.m
+        observed = float(diff[0])
+        scale = max(float(np.abs(self.a).max()) + abs(shift),
+                    abs(ratio) * float(np.abs(self.b).max()), 1e-300)
+        tol = 1e-12 * scale
+        above = float(np.mean(diff >= observed - tol))
+        below = float(np.mean(diff <= observed + tol))
+        if side > 0:
+            return above
+        if side < 0:
+            return below
+        return min(1.0, 2 * min(above, below))
+
+
+def smallest_two_sample_p(n: int, m: int) -> float:
+    """The smallest one-sided p the exact two-sample test can give with samples of n and m
+    (the observed split the most extreme of all, no ties): 1 / C(n + m, n)."""
+    return 1.0 / math.comb(n + m, n) if n and m else 1.0
+
+
+def two_sample_can_reject(n: int, m: int, alpha: float = ALPHA) -> bool:
+    """Whether samples of n and m can reach two-sided p < alpha (a one-sided p below
+    alpha / 2): 4 and 4 can (1/70), 3 and 4 cannot (1/35)."""
+    return smallest_two_sample_p(n, m) < alpha / 2
+
+
+def min_runs(alpha: float = ALPHA) -> int:
+    """The fewest runs per group, equal sizes, with which the two-sample test can reject."""
+    k = 1
+    while not two_sample_can_reject(k, k, alpha):
+        k += 1
+    return k
+
+
+MIN_RUNS = min_runs()
+TWO_SAMPLE = "exact two-sample permutation test"
+
+
+def _too_few(n: int, m: int) -> str:
+    return (f"{n} and {m} run(s): the {TWO_SAMPLE} cannot reject anything with fewer than "
+            f"{math.ceil(2 / ALPHA)} splits (e.g. {MIN_RUNS} and {MIN_RUNS} runs)")
+
+
+def two_sample_p(a: Sequence[float], b: Sequence[float], side: int = 0,
+                 shift: float = 0.0) -> float:
+    """p-value of the exact two-sample permutation test of "a - shift and b come from one
+    distribution" by the difference in means (``side`` as in :func:`sign_flip_p`, the
+    two-sided p twice the smaller one-sided one). An empty sample or an infinite value
+    leaves nothing to reject: p = 1."""
+    if not len(a) or not len(b) or not all(math.isfinite(float(x)) for x in [*a, *b]):
+        return 1.0
+    return _TwoSample(a, b).p(side, shift=shift)
+
+
+def two_sample_shift_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """mean(a) - mean(b) and the exact interval of shifts d that the two-sample test of
+    ``a - d`` against ``b`` does not reject at 5% (two-sided)."""
+    method = "exact two-sample permutation interval (difference in means)"
+    n, m = len(a), len(b)
+    if not n or not m:
+        return Interval(None, None, None, n, method, "a group has no values", m)
+    x, y = [float(v) for v in a], [float(v) for v in b]
+    value = statistics.fmean(x) - statistics.fmean(y)
+    if not two_sample_can_reject(n, m):
+        return Interval(value, None, None, n, method, _too_few(n, m), m)
+    if max(x + y) == min(x + y) or (max(x) == min(x) and max(y) == min(y)):
+        return Interval(value, None, None, n, method, "every run of each group equal", m)
+    test = _TwoSample(x, y)
+
+    def p_of(shift):
+        return test.p(0, shift=shift)
+
+    span = (max(x) - min(x)) + (max(y) - min(y)) + abs(value) + 1.0
+    # The p-value jumps where a shifted a-value crosses a b-value.
+    breaks = [u - v for u in x for v in y]
+    lo = _boundary(p_of, value, min(breaks) - span, breaks)
+    hi = _boundary(p_of, value, max(breaks) + span, breaks)
+    return Interval(value, lo, hi, n, method, "", m)
+
+
+def two_sample_ratio_p(a: Sequence[float], b: Sequence[float], ratio: float,
+                       side: int = 0) -> float:
+    """p-value of "a and ratio x b come from one distribution" (so mean(a) = ratio x
+    mean(b)): the exact two-sample test on a against ratio x b (``side`` +1: against "a is
+    more than ratio x b")."""
+    if not len(a) or not len(b) or not all(math.isfinite(float(x)) for x in [*a, *b]):
+        return 1.0
+    return _TwoSample(a, b).p(side, ratio=ratio)
+
+
+def two_sample_relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """mean(a) / mean(b) - 1 over two independent samples, and the exact interval of
+    relative changes c that :func:`two_sample_ratio_p` does not reject at 1 + c."""
+    a_, b_ = [float(x) for x in a], [float(x) for x in b]
+    method = "exact two-sample permutation interval (ratio of means)"
+    n, m = len(a_), len(b_)
+    if not n or not m:
+        return Interval(None, None, None, n, method, "a group has no values", m)
+    if not all(math.isfinite(x) for x in a_ + b_):
+        return Interval(None, None, None, n, method, "a censored value is unbounded", m)
+    ma, mb = statistics.fmean(a_), statistics.fmean(b_)
+    if mb == 0:
+        return Interval(math.inf if ma > 0 else None, None, None, n, method,
+                        "the baseline's mean is 0", m)
+    value = ma / mb - 1
+    if not two_sample_can_reject(n, m):
+        return Interval(value, None, None, n, method, _too_few(n, m), m)
+    test = _TwoSample(a_, b_)
+
+    def p_of(c):
+        return test.p(0, ratio=1 + c)
+
+    breaks = [x / y - 1 for x in a_ for y in b_ if y != 0]
+    lo = _boundary(p_of, value, -1.0, breaks) if p_of(-1.0) < ALPHA else -1.0
+    far = max(1.0, 2 * abs(value))
+    while p_of(far) >= ALPHA and far < 1e9:
+        far *= 4
+    hi = _boundary(p_of, value, far, breaks) if p_of(far) < ALPHA else math.inf
+    return Interval(value, lo, hi, n, method, "", m)

@@ -138,8 +138,8 @@ def lr_grid(study: Study) -> LrGrid | None:
 def _baseline(study: Study, held: dict[str, tuple], varying: list[str], full) -> str | None:
     """The baseline arm's setting; without one, the only setting that switches no known
     strategy on; else none."""
-    if "baseline" in study.arms:
-        text = json.dumps(tuple((k, full(study.arms["baseline"])[k]) for k in varying),
+    if study.baseline_arm in study.arms:
+        text = json.dumps(tuple((k, full(study.arms[study.baseline_arm])[k]) for k in varying),
                           default=str)
         if text in held:
             return text

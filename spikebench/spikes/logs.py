@@ -8,11 +8,15 @@ Accepted inputs:
 - CSV (anything else; ``.tsv`` is tab-separated): W&B and TensorBoard exports and other
   frameworks' logs.
 
-Columns are matched case-insensitively. Step: ``step``, ``_step``, ``global_step`` (in that
-order). Loss: ``--metric`` if given, else ``loss``, ``train/loss``, ``train_loss``, then a
-W&B export column ``<run> - train/loss`` (not its ``__MIN``/``__MAX`` companions), then a
-TensorBoard-style ``value``. Grad norm (optional): ``grad_norm``, ``optim/grad_norm``,
-``train/grad_norm``. Values that read as numbers (including ``nan``/``inf``) are kept;
+Columns are matched case-insensitively, by the rules of :mod:`spikebench.runs.columns`:
+step ``--step`` if given, else the one of ``step``, ``global_step``, ``train/global_step``
+present (W&B's ``_step`` only where none is); loss ``--metric`` if given, else the one of
+``loss``, ``train/loss``, ``train_loss``, ``train_loss_step`` present, then a W&B export
+column ``<run> - train/loss`` of one run (not its ``__MIN``/``__MAX`` companions), then a
+TensorBoard-style ``value``. Two candidates are refused, naming both, never one guessed.
+Grad norm (optional): ``grad_norm``, ``optim/grad_norm``, ``train/grad_norm``. Other
+formats (TensorBoard, HF, MLflow, long CSV, W&B charts) are :mod:`spikebench.runs`'.
+Values that read as numbers (including ``nan``/``inf``) are kept;
 anything else is an error naming the file, the column, the row and the value, as are steps
 past 0..2**53 - 1 (floats stop being exact) and a CSV row of the wrong width. Rows are
 sorted by step; for repeated steps (a resumed run) the last row wins.
@@ -68,6 +72,7 @@ class Log:
     step_column: str
     loss_column: str
     grad_column: str | None
+    note: str = ""  # how a choice between candidate columns was made, where one was
 
     @property
     def has_grad_norm(self) -> bool:
@@ -317,8 +322,32 @@ def _numeric(cells: list, col: str, path: Path, *, required: bool) -> list[float
     return out
 
 
+def _cannot_read(p: Path, e: Exception) -> UserError:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return UserError(f"{p}: cannot read: {msg}")
+
+
+def read_table(path: str | Path) -> tuple[list[str], _Cells]:
+    """Every column of a CSV/TSV or JSONL file, cells as read (strings; JSON values, None
+    where a line lacks the key), by the careful readers: for the formats of
+    :mod:`spikebench.runs` that need more columns than a log's three."""
+    p = Path(path)
+    check_file(p)
+    try:
+        if _is_jsonl(p):
+            cols, cells = _read_jsonl(p)
+        else:
+            cols, cells = _read_csv(p, "\t" if p.suffix.lower() == ".tsv" else ",")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _cannot_read(p, e) from None
+    if not cells.rows or not cols:
+        raise UserError(f"{p}: empty file (no rows)")
+    return cols, cells
+
+
 def read_log(
-    path: str | Path, metric: str | None = None, grad_metric: str | None = None
+    path: str | Path, metric: str | None = None, grad_metric: str | None = None,
+    step: str | None = None,
 ) -> Log:
     """Read ``path`` into a :class:`Log`; every problem raises :class:`UserError` (one line)."""
     p = Path(path)
@@ -328,17 +357,16 @@ def read_log(
             cols, cells = _read_jsonl(p)
         else:
             sep = "\t" if p.suffix.lower() == ".tsv" else ","
-            plain = _read_plain_csv(p, sep, metric, grad_metric)
+            plain = _read_plain_csv(p, sep, metric, grad_metric, step)
             if plain is not None:
                 return plain
             cols, cells = _read_csv(p, sep)
     except (OSError, UnicodeDecodeError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"{p}: cannot read: {msg}") from None
+        raise _cannot_read(p, e) from None
     if not cells.rows or not cols:
         raise UserError(f"{p}: empty file (no rows)")
 
-    step_col, loss_col, grad_col = _columns(p, cols, metric, grad_metric)
+    step_col, loss_col, grad_col, note = _columns(p, cols, metric, grad_metric, step)
     loss = _numeric(cells[loss_col], loss_col, p, required=True)
     step = _numeric(cells[step_col], step_col, p, required=True)
     keep = [i for i, x in enumerate(loss) if x is not None]
@@ -362,45 +390,38 @@ def read_log(
         flags = _numeric(cells[M.INJECTED], M.INJECTED, p, required=False)
         injected = [bool(flags[i]) for i in keep]
     frame = _frame([step[i] for i in keep], [loss[i] for i in keep], grad, missing, injected)
-    return Log(str(p), frame, step_col, loss_col, grad_col)
+    return Log(str(p), frame, step_col, loss_col, grad_col, note)
 
 
-def _columns(p: Path, cols: list[str], metric: str | None, grad_metric: str | None
-             ) -> tuple[str, str, str | None]:
-    """The step, loss and grad-norm columns among ``cols`` (see the module docstring)."""
-    step_col = _find(cols, STEP_NAMES)
-    if step_col is None:
-        raise UserError(f"{p}: no step column (looked for {', '.join(STEP_NAMES)}; found {', '.join(cols)})")
-    if metric:
-        loss_col = _find(cols, (metric,), wandb=True)
-        if loss_col is None:
-            raise UserError(f"{p}: no column {metric!r} (found {', '.join(cols)})")
-    else:
-        loss_col = _find(cols, LOSS_NAMES, wandb=True) or _find(cols, ("value",))
-        if loss_col is None:
-            raise UserError(
-                f"{p}: no loss column (looked for {', '.join(LOSS_NAMES)}, value; use --metric NAME; "
-                f"found {', '.join(cols)})"
-            )
-    if grad_metric:
-        grad_col = _find(cols, (grad_metric,), wandb=True)
-        if grad_col is None:
-            raise UserError(f"{p}: no column {grad_metric!r} (found {', '.join(cols)})")
-    else:
-        grad_col = _find(cols, GRAD_NAMES, wandb=True)
-    return step_col, loss_col, grad_col
+def _columns(p: Path, cols: list[str], metric: str | None, grad_metric: str | None,
+             step: str | None = None) -> tuple[str, str, str | None, str]:
+    """The step, loss and grad-norm columns among ``cols`` (see the module docstring), and
+    a note where a choice between candidates was made."""
+    from spikebench.runs.columns import pick_grad, pick_loss, pick_step
+
+    step_col, note = pick_step(str(p), cols, step)
+    loss_col, _ = pick_loss(str(p), cols, metric)
+    return step_col, loss_col, pick_grad(str(p), cols, grad_metric), note
 
 
-def _read_plain_csv(p: Path, sep: str, metric: str | None, grad_metric: str | None
-                    ) -> Log | None:
+def _read_plain_csv(p: Path, sep: str, metric: str | None, grad_metric: str | None,
+                    step: str | None = None) -> Log | None:
     """The log through :mod:`.csv_fast` if it is a plain CSV, else None."""
     from spikebench.spikes.csv_fast import read_plain_csv
 
-    c = read_plain_csv(p, sep, lambda cols: _columns(p, cols, metric, grad_metric), _unique,
+    notes: list[str] = []
+
+    def pick(cols: list[str]) -> tuple[str, str, str | None]:
+        *names, note = _columns(p, cols, metric, grad_metric, step)
+        notes.append(note)
+        return tuple(names)  # type: ignore[return-value]
+
+    c = read_plain_csv(p, sep, pick, _unique,
                        max_line=MAX_LINE, max_step=MAX_STEP, injected_name=M.INJECTED)
     if c is None:
         return None
-    return Log(str(p), _frame(c.step, c.loss, c.grad, c.grad_missing, c.injected), *c.names)
+    return Log(str(p), _frame(c.step, c.loss, c.grad, c.grad_missing, c.injected), *c.names,
+               notes[-1])
 
 
 def _frame(step, loss, grad, grad_missing, injected) -> pd.DataFrame:

@@ -21,6 +21,8 @@ from spikebench.values import finite
 
 NO_RECIPE = ("the designed comparison has no recipe arm (the combined strategies), so the "
              "article's claims about it are not tested")
+NO_RECIPE_GROUP = ("no recipe group was named (spikebench compare --recipe NAME), so the "
+                   "article's claims are not tested")
 EMULATED = ("wall time is not judged: a compared arm's half precision is emulated on this "
             "device, so its wall time measures the emulation, not bf16; steps to target is the "
             "hardware-independent comparison")
@@ -33,6 +35,7 @@ class ClaimsInfo(Info):
     notes: list[str] = field(default_factory=list)
     baseline_trial: int | None = None
     recipe_trial: int | None = None
+    paired: bool = True  # False: the recipe's and the baseline's runs share no seed
 
 
 def whole_run_seconds(v: dict, budget: int | None) -> float | None:
@@ -67,8 +70,28 @@ def restricted_times(rs: dict, bs: dict, key: str, bound_of
     return shown, missed
 
 
-def _success_pairs(rs: dict, bs: dict) -> tuple[list[float], list[float]]:
+def restricted_times_two(rs: dict, bs: dict, key: str, bound_of
+                         ) -> tuple[tuple[list, list], tuple[list, list]]:
+    """:func:`restricted_times` for two independent groups of runs: every run of each with
+    a known time, unpaired (a run with no known time at all drops out)."""
+    shown: tuple[list, list] = ([], [])
+    missed: tuple[list, list] = ([], [])
+    for side, runs in enumerate((rs, bs)):
+        for s in sorted(runs):
+            v = runs[s]
+            hit = v.get("status") == "completed" and finite(v.get(key))
+            bound = bound_of(v)
+            if not hit and not finite(bound):
+                continue
+            shown[side].append(float(v[key]) if hit else float(bound))
+            missed[side].append(not hit)
+    return shown, missed
+
+
+def _success_pairs(rs: dict, bs: dict, paired: bool = True) -> tuple[list[float], list[float]]:
     r, b = success(rs), success(bs)
+    if not paired:
+        return [r[s] for s in sorted(r)], [b[s] for s in sorted(b)]
     seeds = sorted(set(r) & set(b))
     return [r[s] for s in seeds], [b[s] for s in seeds]
 
@@ -85,9 +108,10 @@ def info(study: Study) -> ClaimsInfo:
     the difference in percentage points (Newcombe's paired interval)."""
     if not has_comparison(study):
         return ClaimsInfo.unavailable(NO_COMPARISON)
-    if "recipe" not in study.arms:
-        return ClaimsInfo.unavailable(NO_RECIPE)
-    base, recipe = study.arm_trial("baseline"), study.arm_trial("recipe")
+    recipe_arm, base_arm = study.recipe_arm, study.baseline_arm
+    if recipe_arm is None:
+        return ClaimsInfo.unavailable(NO_RECIPE if study.compare is None else NO_RECIPE_GROUP)
+    base, recipe = study.arm_trial(base_arm), study.arm_trial(recipe_arm)
     if base is None or recipe is None:
         missing = " and ".join(a for a, t in (("baseline", base), ("recipe", recipe))
                                if t is None)
@@ -95,42 +119,58 @@ def info(study: Study) -> ClaimsInfo:
     bs, rs = base.by_seed(), recipe.by_seed()
     budget = study.steps
     emulated = _emulated(study, base, recipe)
+    paired = study.paired(recipe_arm)
     rows = []
     for h in article.HEADLINES:
         extra: dict[str, Any] = {}
         if h.key == "success":
-            shown = _success_pairs(rs, bs)
-            v = verdicts.judge_success(shown, h.claimed)
-            pairs = [(i, x, y) for i, (x, y) in enumerate(zip(*shown, strict=True))]
-            extra["points"] = asdict(stats.paired_rate_diff_ci(pairs))
+            shown = _success_pairs(rs, bs, paired)
+            v = verdicts.judge_success(shown, h.claimed, paired=paired)
+            if paired:
+                pairs = [(i, x, y) for i, (x, y) in enumerate(zip(*shown, strict=True))]
+                extra["points"] = asdict(stats.paired_rate_diff_ci(pairs))
+            else:
+                extra["points"] = asdict(stats.newcombe_diff_ci(
+                    int(sum(shown[0])), len(shown[0]), int(sum(shown[1])), len(shown[1])))
         else:
             key = "steps_to_target" if h.key == "time_steps" else "seconds_to_target"
             bound = ((lambda v: budget) if h.key == "time_steps"
                      else (lambda v: whole_run_seconds(v, budget)))
-            shown, missed = restricted_times(rs, bs, key, bound)
-            v = (verdicts.not_judged(shown, "emulated precision") if h.key == "time_seconds"
-                 and emulated else verdicts.judge(shown, h.claimed, misses=missed))
+            shown, missed = (restricted_times if paired else restricted_times_two)(
+                rs, bs, key, bound)
+            v = (verdicts.not_judged(shown, "emulated precision", paired=paired)
+                 if h.key == "time_seconds" and emulated
+                 else verdicts.judge(shown, h.claimed, misses=missed, paired=paired))
         a, b = shown
         rows.append({
             "key": h.key, "claim": h.text, "metric": h.metric, "claimed": h.claimed,
             "baseline": sum(b) / len(b) if b else None,
             "recipe": sum(a) / len(a) if a else None,
-            "n_pairs": len(a), "of": len(set(rs) & set(bs)),
+            "n_pairs": len(a), "n_baseline": len(b), "paired": paired,
+            "of": len(set(rs) & set(bs)) if paired else len(rs) + len(bs),
             "relative": asdict(v.interval), "verdict": v.verdict, "why": v.reason,
             "p_no_change": v.p_no_change, "p_claim": v.p_claim,
             "seeds_needed": v.seeds_needed, "seeds_at_least": v.seeds_at_least, **extra,
         })
-    texts = ["success: the share of seeds that completed without divergence and reached the "
-             "target; the verdict judges the ratio of the two rates (the claim is relative: "
-             f"{pct(article.HEADLINES[0].claimed, sign=True)} of the baseline's rate); the "
-             "difference in percentage points beside it has Newcombe's (1998) paired score "
-             "interval, approximate, and no verdict rests on it",
+    unit = "seed" if paired else "run"
+    texts = [f"success: the share of {unit}s that completed without divergence and reached "
+             "the target; the verdict judges the ratio of the two rates (the claim is "
+             f"relative: {pct(article.HEADLINES[0].claimed, sign=True)} of the baseline's "
+             "rate); the difference in percentage points beside it has Newcombe's (1998) "
+             + ("paired score interval" if paired else "score interval for independent rates")
+             + ", approximate, and no verdict rests on it",
              f"time: the restricted mean time to target at the budget ({budget} steps): a miss "
-             "or a divergence counts the budget, so the estimand is known on every seed"]
+             f"or a divergence counts the budget, so the estimand is known on every {unit}"]
+    if not paired:
+        texts.insert(0, f"the recipe ({recipe_arm}) and the baseline ({base_arm}) share no "
+                     "matched seeds, so they are compared as two independent groups of runs, "
+                     "by the exact two-sample permutation test (times) and Fisher's exact test "
+                     "(success)")
     if emulated:
         texts.append(EMULATED)
     return ClaimsInfo(rows=rows, notes=texts, baseline_trial=base.number,
-                      recipe_trial=recipe.number)
+                      recipe_trial=recipe.number, paired=paired,
+                      rules=verdicts.RULES if paired else verdicts.RULES_UNPAIRED)
 
 
 COLUMNS = ["Claim (article)", "Measured as", "Baseline", "Recipe", "Matched seeds",
@@ -141,7 +181,7 @@ def _p(x: float | None) -> str:
     return DASH if x is None else f"{x:.3g}"
 
 
-def _row(r: dict[str, Any]) -> list[Cell]:
+def _row(r: dict[str, Any], paired: bool = True) -> list[Cell]:
     fmt = pct if r["key"] == "success" else num
     if r["seeds_needed"] is None:
         need = "unknown" if r["verdict"] in (verdicts.INCONCLUSIVE, verdicts.REAL) else DASH
@@ -154,11 +194,15 @@ def _row(r: dict[str, Any]) -> list[Cell]:
                    + " (difference, approximate)")
     return [Cell(f"{r['claim']} ({pct(r['claimed'], sign=True)})"), Cell(r["metric"]),
             Cell(fmt(r["baseline"])), Cell(fmt(r["recipe"])),
-            Cell(f"{r['n_pairs']}/{r['of']}"), Cell(change),
+            Cell(f"{r['n_pairs']}/{r['of']}" if paired
+                 else f"{r['n_pairs']} and {r.get('n_baseline')}"), Cell(change),
             Cell(f"{_p(r['p_no_change'])}; {_p(r['p_claim'])}"),
             Cell(f"{r['verdict']}\n({r['why']})"), Cell(need)]
 
 
 def blocks(c: ClaimsInfo, images: frozenset[str]) -> list[Block]:
-    return [Table(COLUMNS, [_row(r) for r in c.rows]), *notes(c.notes),
+    columns = COLUMNS if c.paired else [
+        "Runs (recipe and baseline, unpaired)" if col == "Matched seeds" else
+        "Runs to settle (per group)" if col == "Seeds to settle" else col for col in COLUMNS]
+    return [Table(columns, [_row(r, c.paired) for r in c.rows]), *notes(c.notes),
             para(Span("How verdicts are decided: ", True), c.rules)]

@@ -17,7 +17,7 @@ from typing import Any
 from spikebench.report.arms import table_arms
 from spikebench.report.blocks import Block, Cell, Table, notes, num, para, pct
 from spikebench.report.data import Study, seed_metas
-from spikebench.report.sections.section import OWN_TRAINER, Info
+from spikebench.report.sections.section import Info, own_params
 from spikebench.values import finite
 
 
@@ -55,7 +55,7 @@ def _domain_rows(arm: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def info(study: Study) -> CleaningInfo:
     if study.own_trainer:
-        return CleaningInfo.unavailable(OWN_TRAINER.format(what="cleans the data, if any"))
+        return CleaningInfo.unavailable(own_params(study, "cleans the data, if any"))
     rows, domains = [], []
     for arm in table_arms(study):
         t = study.arm_trial(arm)

@@ -21,6 +21,9 @@ from spikebench.values import finite
 
 SELECTION = ("best and worst are picked by the mean of their rank percentiles in spikes and "
              "convergence (0 = best in both)")
+SELECTION_GROUPS = ("every group of runs is drawn, the baseline first, each with every run "
+                    "of it, cut to the steps they share")
+MAX_GROUPS = 12  # panels drawn for a comparison of runs read from disk
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,9 +58,17 @@ def pick_curve_trials(study: Study) -> list[tuple[str, TrialRecord]]:
     scores = rank_scores(study)
     by_number = {t.number: t for t in study.trials}
     picks: dict[int, list[str]] = {}
-    base = study.arm_trial("baseline")
+    base = study.arm_trial(study.baseline_arm)
     if base is not None:
         picks.setdefault(base.number, []).append("baseline")
+    if study.compare is not None:
+        # Groups of runs read from disk: a handful, each drawn, the baseline first.
+        for arm in study.arms:
+            t = study.arm_trial(arm)
+            if t is not None and t is not base:
+                picks.setdefault(t.number, []).append(
+                    "recipe" if arm == study.recipe_arm else "group")
+        return [(", ".join(roles), by_number[n]) for n, roles in picks.items()][:MAX_GROUPS]
     if scores:
         best = min(scores, key=lambda n: (scores[n], n))
         worst = max(scores, key=lambda n: (scores[n], -n))
@@ -115,7 +126,22 @@ def info(study: Study, *, max_points: int = 2000) -> CurvesInfo:
     panels = [{"roles": roles, "number": t.number, "arm": t.arm,
                "score": scores.get(t.number), "seeds": trial_seeds(t, max_points)}
               for roles, t in picks]
+    if study.compare is not None:
+        for p in panels:  # a run's name says more than the label it was given as a seed
+            names = _run_names(study, p["arm"])
+            for s in p["seeds"]:
+                s["name"] = names.get(s["seed"])
+            p["title"] = f"{p['roles']}: group {p['arm']} ({len(p['seeds'])} runs)"
+        return CurvesInfo(panels=panels, selection=SELECTION_GROUPS)
     return CurvesInfo(panels=panels)
+
+
+def _run_names(study: Study, arm: str) -> dict[int, str]:
+    """``{seed label: run name}`` of a group of runs read from disk."""
+    group = ((study.compare or {}).get("groups") or {}).get(arm)
+    runs = group.get("runs") if isinstance(group, dict) else None
+    return {r["label"]: str(r.get("name")) for r in runs or []
+            if isinstance(r, dict) and isinstance(r.get("label"), int)}
 
 
 def trial_seeds(t: TrialRecord, max_points: int = 2000) -> list[dict[str, Any]]:
@@ -151,9 +177,9 @@ def plot(info: CurvesInfo) -> bytes:
         spans = set()
         for j, s in enumerate(panel["seeds"]):
             color = f"C{j % 10}"
+            name = tex(s["name"]) if s.get("name") else f"seed {s['seed']}"
             ax.plot(s["steps"], s["loss"], lw=0.8, color=color, alpha=0.8,
-                    label=f"seed {s['seed']}" + (" (diverged)" if s["status"] == "diverged"
-                                                 else ""))
+                    label=name + (" (diverged)" if s["status"] == "diverged" else ""))
             if s["val_steps"]:
                 ax.plot(s["val_steps"], s["val_loss"], "o", ms=3, color=color, alpha=0.9)
             for inj in s["injections"]:
@@ -162,7 +188,8 @@ def plot(info: CurvesInfo) -> bytes:
                     spans.add(key)
                     ax.axvspan(inj["first"], inj["last"], color="0.85", zorder=0)
             _draw_events(ax, s["events"])
-        ax.set_title(tex(f"{panel['roles']}: trial #{panel['number']} ({panel['arm']})"),
+        ax.set_title(tex(panel.get("title") or
+                         f"{panel['roles']}: trial #{panel['number']} ({panel['arm']})"),
                      fontsize=9)
         ax.set_ylabel("train loss", fontsize=8)
         ax.tick_params(labelsize=7)

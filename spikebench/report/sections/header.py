@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from spikebench.report.arms import classify_arm, table_arms
-from spikebench.report.blocks import Block, Bullets, Heading, Span, num, para
+from spikebench.report.blocks import Block, Bullets, Cell, Heading, Span, Table, num, para
 from spikebench.report.data import Study, TrialRecord, trial_job
 from spikebench.report.sections.section import Info
 from spikebench.spikes.evidence import EvidenceParams
@@ -97,6 +97,8 @@ class HeaderInfo(Info):
     grid: dict[str, list] = field(default_factory=dict)  # [comparison] grid
     spike_definition: str
     pruning: Pruning = Pruning(0, 0, 0, 0)
+    # What spikebench compare recorded, for a study of runs read from disk; None otherwise.
+    compare: dict[str, Any] | None = None
 
 
 def _distinct(values) -> list[str]:
@@ -179,6 +181,7 @@ def info(study: Study) -> HeaderInfo:
         grid=dict(study.spec.grid) if study.spec else {},
         spike_definition=_spike_definition(study),
         pruning=pruning(study.trials, spec.steps if spec else None, len(study.seeds)),
+        compare=study.compare,
     )
 
 
@@ -200,6 +203,8 @@ def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
     states = ", ".join(f"{n} {s}" for s, n in sorted(h.states.items()))
     out: list[Block] = [Heading(1, f"Spike report: {h.study}", "top"),
                         para(f"Results folder {h.folder}; {h.n_trials} trials ({states}).")]
+    if h.compare is not None and h.has_spec:
+        return out[:1] + compare_blocks(h)
     if not h.has_spec:
         out.append(para(_no_spec(h)))
         return out
@@ -225,8 +230,91 @@ def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
     return out + [Bullets(items)]
 
 
+def _text(x: Any) -> str:
+    return x if isinstance(x, str) else "" if x is None else str(x)
+
+
+def _list(x: Any) -> list:
+    return x if isinstance(x, list) else []
+
+
+def _groups(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    g = c.get("groups")
+    return {k: v for k, v in g.items() if isinstance(v, dict)} if isinstance(g, dict) else {}
+
+
+def compare_blocks(h: HeaderInfo) -> list[Block]:
+    """The opening of a comparison of runs read from disk: what was compared, the baseline
+    and the recipe, how each group is paired with the baseline, what was cut, the target."""
+    c = h.compare or {}
+    groups = _groups(c)
+    n_runs = sum(len(_list(g.get("runs"))) for g in groups.values())
+    sources = ", ".join(_text(s) for s in _list(c.get("sources"))) or "unknown"
+    by = {"param": f"by the parameter {_text(c.get('by'))} of each run's own metadata",
+          "glob": "by the --group patterns", "path": "one group per path given"}.get(
+              _text(c.get("grouping")), "as given")
+    base, recipe = _text(c.get("baseline")), c.get("recipe")
+    out: list[Block] = [para(
+        f"Runs read from disk and compared by spikebench compare: {n_runs} runs in "
+        f"{len(groups)} groups, grouped {by}, read from {sources}. The comparison is stored "
+        f"as a study in {h.folder}: spikebench report {h.folder} writes this report again.")]
+    items = [[Span("Groups: ", True), Span("; ".join(
+        f"{name} ({len(_list(g.get('runs')))} runs"
+        + (f": {_text(g.get('rule'))}" if g.get("rule") else "") + ")"
+        for name, g in groups.items()))],
+        [Span("Baseline: ", True), Span(base + (" (the first group; name another with "
+                                                 "--baseline)" if c.get("baseline_default")
+                                                 else ""))],
+        [Span("Recipe: ", True), Span(
+            f"{recipe} (the article's headline claims are tested on it against the baseline)"
+            if isinstance(recipe, str) else "none named (--recipe): the claims section is "
+            "empty")]]
+    pairing = c.get("pairing") if isinstance(c.get("pairing"), dict) else {}
+    texts = []
+    for name, p in pairing.items():
+        if not isinstance(p, dict):
+            continue
+        if p.get("paired") is True:
+            texts.append(f"{name}: paired by seed with {base} (the sign-flip test on matched "
+                         "seeds)")
+        else:
+            texts.append(f"{name}: unpaired ({_text(p.get('why'))}): the exact two-sample "
+                         "permutation test")
+    if texts:
+        items.append([Span("Pairing: ", True), Span("; ".join(texts))])
+    cut = [_text(x) for x in _list(c.get("cut"))]
+    items.append([Span("Compared on: ", True), Span(
+        f"steps up to {num(h.steps)} ({_text(c.get('budget_from')) or 'the budget'})"
+        + (". What was cut: " + "; ".join(cut) if cut else "; nothing was cut"))])
+    items.append([Span("Target: ", True), Span(
+        f"validation loss {num(h.target_loss)} ({_text(c.get('target_from'))})"
+        + (f"; {_text(c.get('loss_note'))}" if c.get("loss_note") else ""))])
+    if c.get("time_note"):
+        items.append([Span("Wall time: ", True), Span(_text(c.get("time_note")))])
+    return out + [Bullets(items)]
+
+
+def _runs_table(h: HeaderInfo) -> list[Block]:
+    rows = []
+    for name, g in _groups(h.compare or {}).items():
+        for r in _list(g.get("runs")):
+            if not isinstance(r, dict):
+                continue
+            seed = r.get("seed")
+            rows.append([Cell(name), Cell(_text(r.get("name"))), Cell(_text(r.get("format"))),
+                         Cell("unknown" if seed is None else _text(seed)),
+                         Cell(_text(r.get("label")), r.get("label")),
+                         Cell(f"{num(r.get('rows'))} rows, to step {num(r.get('last_step'))}"),
+                         Cell(_text(r.get("cut")) or "—"), Cell(_text(r.get("path")))])
+    return [Heading(3, "Runs", "runs"), Table(
+        ["Group", "Run", "Format", "Seed", "Shown as seed", "Read", "Cut", "Path"], rows,
+        sortable=True)]
+
+
 def setup_blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
     """Environment, search space, base config, arms and the spike definition."""
+    if h.compare is not None:
+        return _runs_table(h) + [para(Span("Spike definition: ", True), h.spike_definition)]
     env = h.environment
     out: list[Block] = [Heading(3, "Environment", "environment"), Bullets([
         [Span(f"{label}: ", True), Span(_joined(vals))] for label, vals in (

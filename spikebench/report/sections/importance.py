@@ -30,6 +30,11 @@ def info(study: Study) -> ImportanceInfo:
 
     st = study.optuna_study
     done = [t for t in study.trials if t.complete]
+    if study.compare is not None:
+        return ImportanceInfo.unavailable(
+            "the runs were read from disk and grouped (spikebench compare), not drawn by a "
+            "sampler: there are no search parameters to rank; the strategy table compares "
+            "the groups")
     if st is None or len(done) < 2:
         return ImportanceInfo.unavailable("needs at least two completed trials")
     names = (["spikes", "convergence"] if len(study.directions) == 2 else

@@ -19,7 +19,7 @@ from spikebench.report.data import Study
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.lr_grid import LR_KEY, grid_values, lr_text, trial_config
 from spikebench.report.scores import CONVERGENCE_SHORT, spike_axis_label
-from spikebench.report.sections.section import OWN_TRAINER, Info
+from spikebench.report.sections.section import Info, own_params
 from spikebench.values import finite
 
 
@@ -65,7 +65,7 @@ def lr_bins(points: list[dict[str, Any]], n_bins: int = 6,
 def info(study: Study) -> LrInfo:
     """Spikes, convergence and final loss per completed trial with a positive LR."""
     if study.own_trainer:
-        return LrInfo.unavailable(OWN_TRAINER.format(what="is the learning rate"))
+        return LrInfo.unavailable(own_params(study, "is the learning rate"))
     grid = grid_values(study)
     if not any(p.key == LR_KEY for p in study.space) and len(grid) < 2:
         return LrInfo.unavailable(f"the study did not vary the learning rate ({LR_KEY} is "

@@ -16,7 +16,7 @@ from spikebench.report.blocks import Block, Cell, Table, image, interval, notes,
 from spikebench.report.data import Study, TrialRecord
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.lr_grid import LR_KEY, lr_grid, lr_text
-from spikebench.report.sections.section import OWN_TRAINER, Info
+from spikebench.report.sections.section import Info, own_params
 from spikebench.scoring.lr import capped_final
 from spikebench.values import finite
 
@@ -49,7 +49,7 @@ def _cell(t: TrialRecord) -> dict[str, Any]:
 
 def info(study: Study) -> LrCurvesInfo:
     if study.own_trainer:
-        return LrCurvesInfo.unavailable(OWN_TRAINER.format(what="is the learning rate"))
+        return LrCurvesInfo.unavailable(own_params(study, "is the learning rate"))
     grid = lr_grid(study)
     if grid is None:
         return LrCurvesInfo.unavailable(

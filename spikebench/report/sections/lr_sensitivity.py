@@ -17,7 +17,7 @@ from spikebench.report.blocks import Block, Cell, Table, delta, interval, notes,
 from spikebench.report.data import Study
 from spikebench.report.lr_grid import Setting, lr_grid, lr_text
 from spikebench.report.sections.lr_curves import CAPPED
-from spikebench.report.sections.section import OWN_TRAINER, Info
+from spikebench.report.sections.section import Info, own_params
 from spikebench.scoring.lr import lr_sensitivity
 
 TEST = ("Δ: the setting's sensitivity minus the baseline's, mean over matched seeds [exact "
@@ -65,7 +65,7 @@ def _verdict(d: exact.Interval, diffs: list[float]) -> dict[str, Any]:
 
 def info(study: Study) -> LrSensitivityInfo:
     if study.own_trainer:
-        return LrSensitivityInfo.unavailable(OWN_TRAINER.format(what="is the learning rate"))
+        return LrSensitivityInfo.unavailable(own_params(study, "is the learning rate"))
     grid = lr_grid(study)
     if grid is None:
         return LrSensitivityInfo.unavailable(

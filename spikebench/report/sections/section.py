@@ -19,6 +19,14 @@ from spikebench.report.data import Study
 # ran the team's own command (its parameters are free-form).
 OWN_TRAINER = ("the trials ran the study's own trainer command, whose parameters are its "
                "own: spikebench cannot tell which of them {what}")
+# The same for runs read from disk and compared (spikebench compare).
+IMPORTED = ("the runs were read from disk (spikebench compare), with parameters of their "
+            "own trainer: spikebench cannot tell which of them {what}")
+
+
+def own_params(study: Study, what: str) -> str:
+    """Why a section about the built-in engine's switches is empty for ``study``."""
+    return (IMPORTED if study.compare is not None else OWN_TRAINER).format(what=what)
 
 
 @dataclass(frozen=True, kw_only=True)

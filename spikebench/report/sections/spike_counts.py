@@ -15,7 +15,12 @@ import numpy as np
 from spikebench.report.arms import classify_arm, known_strategies, table_arms, trial_values
 from spikebench.report.blocks import Block, Cell, Table, image, interval, num, para, signed
 from spikebench.report.data import Study
-from spikebench.report.exact import shift_interval, sign_flip_p
+from spikebench.report.exact import (
+    shift_interval,
+    sign_flip_p,
+    two_sample_p,
+    two_sample_shift_interval,
+)
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.sections.section import Info
 
@@ -28,25 +33,33 @@ RESPONSES = {"rollbacks": "Rollbacks", "redone_steps": "Steps redone",
 class SpikeCountsInfo(Info):
     arms: list[dict[str, Any]] = field(default_factory=list)
     features: list[dict[str, Any]] = field(default_factory=list)
+    compare: bool = False  # groups of runs read from disk (spikebench compare)
 
 
 def _events(t) -> list[int]:
     return [int(s.get("n_events") or 0) for s in t.per_seed]
 
 
-def _severity(study: Study, t, base) -> dict[str, Any]:
+def _severity(study: Study, t, base, paired: bool = True) -> dict[str, Any]:
     """Per seed the total loss-spike severity (nats x steps), its mean, and the mean paired
-    difference from the baseline with the exact sign-flip interval and p-value."""
+    difference from the baseline with the exact sign-flip interval and p-value (``paired``
+    False: the difference in means, exact two-sample permutation interval and p)."""
     sev = {int(s["seed"]): float(s.get("severity") or 0.0) for s in t.per_seed if "seed" in s}
     out: dict[str, Any] = {"per_seed": [sev[k] for k in sorted(sev)],
                            "mean": float(np.mean(list(sev.values()))) if sev else None}
     if base is not None and base is not t:
         b = {int(s["seed"]): float(s.get("severity") or 0.0) for s in base.per_seed
              if "seed" in s}
+        if not paired:
+            x, y = [sev[k] for k in sorted(sev)], [b[k] for k in sorted(b)]
+            iv = two_sample_shift_interval(x, y)
+            out["delta"] = {"value": iv.value, "lo": iv.lo, "hi": iv.hi, "n": iv.n, "m": iv.m,
+                            "p": two_sample_p(x, y) if x and y else None, "paired": False}
+            return out
         diffs = [sev[k] - b[k] for k in sorted(sev) if k in b]
         iv = shift_interval(diffs)
         out["delta"] = {"value": iv.value, "lo": iv.lo, "hi": iv.hi, "n": iv.n,
-                        "p": sign_flip_p(diffs) if diffs else None}
+                        "p": sign_flip_p(diffs) if diffs else None, "paired": True}
     return out
 
 
@@ -65,7 +78,8 @@ def info(study: Study) -> SpikeCountsInfo:
                      "diverged": sum(s.get("status") == "diverged" for s in t.per_seed),
                      "responses": {k: [int(s.get(k) or 0) for s in t.per_seed]
                                    for k in RESPONSES},
-                     "severity": _severity(study, t, study.arm_trial("baseline"))})
+                     "severity": _severity(study, t, study.arm_trial(study.baseline_arm),
+                                           study.paired(arm))})
     done = [t for t in study.trials if t.complete and t.per_seed]
     per_trial = {t.number: float(np.mean(_events(t))) for t in done}
     active = {t.number: dict(known_strategies(study, trial_values(t, study))) for t in done}
@@ -83,14 +97,16 @@ def info(study: Study) -> SpikeCountsInfo:
                          "off_mean": float(np.mean(off)) if off else None})
     if not arms and not features:
         return SpikeCountsInfo.unavailable("no completed trial yet")
-    return SpikeCountsInfo(arms=arms, features=features)
+    return SpikeCountsInfo(arms=arms, features=features, compare=study.compare is not None)
 
 
 def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
     out = image("spike_counts", "Spike events per seed by comparison arm", images)
     if k.arms:
-        out += [para("Designed comparison:"), Table(
-            ["Arm", "Strategy", "Loss-spike events per seed", "Mean per seed", "Diverged"],
+        out += [para("Groups of runs:" if k.compare else "Designed comparison:"), Table(
+            ["Group" if k.compare else "Arm", "Name" if k.compare else "Strategy",
+             f"Loss-spike events per {'run' if k.compare else 'seed'}",
+             f"Mean per {'run' if k.compare else 'seed'}", "Diverged"],
             [[Cell(a["arm"]), Cell(a["label"]), Cell(", ".join(map(str, a["events"]))),
               Cell(num(a["mean"]), a["mean"]), Cell(str(a["diverged"]))] for a in k.arms])]
         out += _severity_blocks(k)
@@ -114,18 +130,31 @@ def blocks(k: SpikeCountsInfo, images: frozenset[str]) -> list[Block]:
 def _delta(d: dict[str, Any] | None) -> str:
     if not d or d["value"] is None:
         return ""
-    return f"{interval(d, signed, explain=False)}, p = {num(d['p'])}"
+    how = f" ({d['n']} vs {d.get('m')} runs, unpaired)" if d.get("paired") is False else ""
+    return f"{interval(d, signed, explain=False)}, p = {num(d['p'])}{how}"
 
 
 def _severity_blocks(k: SpikeCountsInfo) -> list[Block]:
     rows = [[Cell(a["arm"]), Cell(", ".join(num(v) for v in a["severity"]["per_seed"])),
              Cell(num(a["severity"]["mean"]), a["severity"]["mean"]),
              Cell(_delta(a["severity"].get("delta")))] for a in k.arms]
-    return [para("Spike severity (total loss-spike area over the run, nats x steps; the "
-                 "damage on clean batches), per seed; Δ: mean paired difference from the "
-                 "baseline over matched seeds [exact sign-flip 95% interval] and the test's "
-                 "two-sided p (unadjusted; no interval under 6 pairs):"),
-            Table(["Arm", "Severity per seed", "Mean", "Δ vs baseline"], rows)]
+    unpaired = any((a["severity"].get("delta") or {}).get("paired") is False for a in k.arms)
+    paired = any((a["severity"].get("delta") or {}).get("paired") is True for a in k.arms)
+    text = ("Spike severity (total loss-spike area over the run, nats x steps; the "
+            "damage on clean batches), per seed; Δ: mean paired difference from the "
+            "baseline over matched seeds [exact sign-flip 95% interval] and the test's "
+            "two-sided p (unadjusted; no interval under 6 pairs):")
+    if unpaired:
+        text = ("Spike severity (total loss-spike area over the run, nats x steps), per run; "
+                "Δ vs the baseline: " + ("paired by seed, the mean paired difference [exact "
+                                          "sign-flip 95% interval, none under 6 pairs]; "
+                                          if paired else "")
+                + "unpaired, the difference in means [the exact two-sample permutation test's "
+                "95% interval, none where the groups are too small for it to reject "
+                "anything]; each with the test's two-sided p (unadjusted):")
+    return [para(text), Table(["Group" if k.compare else "Arm",
+                               "Severity per run" if k.compare else "Severity per seed",
+                               "Mean", "Δ vs baseline"], rows)]
 
 
 def plot(info: SpikeCountsInfo) -> bytes | None:

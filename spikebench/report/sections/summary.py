@@ -13,7 +13,7 @@ from typing import Any
 
 from spikebench.report.blocks import Block, Bullets, Span, image, num, para, pct
 from spikebench.report.data import Study
-from spikebench.report.exact import MIN_PAIRS
+from spikebench.report.exact import MIN_PAIRS, MIN_RUNS
 from spikebench.report.figures import figure, png, tex
 from spikebench.report.sections import claims, curves, strategy
 from spikebench.report.sections.section import Info
@@ -26,6 +26,8 @@ EFFECTS = (("final_loss", "final val loss"), ("steps_to_target", "steps to targe
 @dataclass(frozen=True, kw_only=True)
 class SummaryInfo(Info):
     sentences: list[str] = field(default_factory=list)
+    unpaired: list[str] = field(default_factory=list)  # arms compared without pairing
+    paired_any: bool = True
     forest: list[dict[str, Any]] = field(default_factory=list)  # one row per arm
     curves: list[dict[str, Any]] = field(default_factory=list)  # baseline and recipe seeds
 
@@ -35,8 +37,10 @@ def _sentence(r: dict[str, Any]) -> str:
     change = r["relative"]["value"]
     measured = (f"{fmt(r['baseline'])} → {fmt(r['recipe'])} "
                 f"({pct(change, sign=True) if change is not None else 'no change measurable'})")
+    over = (f"{r['n_pairs']} matched seeds" if r.get("paired", True) else
+            f"{r['n_pairs']} and {r.get('n_baseline')} runs, unpaired")
     return (f"{r['claim']} ({r['metric']}): {r['verdict']}. Baseline → recipe: {measured} "
-            f"over {r['n_pairs']} matched seeds; {r['why']}.")
+            f"over {over}; {r['why']}.")
 
 
 def info(study: Study) -> SummaryInfo:
@@ -45,24 +49,41 @@ def info(study: Study) -> SummaryInfo:
         return SummaryInfo.unavailable(s.reason)
     forest = [{"arm": r["arm"], "label": r["label"],
                **{k: r[k]["delta"] for k, _ in EFFECTS}}
-              for r in s.rows if r["arm"] != "baseline" and r.get("status") == "complete"]
+              for r in s.rows if r["arm"] != study.baseline_arm
+              and r.get("status") == "complete"]
     picked = []
-    for arm in ("baseline", "recipe"):
-        t = study.arm_trial(arm)
+    for arm in (study.baseline_arm, study.recipe_arm):
+        t = study.arm_trial(arm) if arm is not None else None
         if t is not None:
             picked.append({"arm": arm, "seeds": curves.trial_seeds(t)})
     return SummaryInfo(sentences=[_sentence(r) for r in c.rows] if c.available else
                        [f"The article's claims are not tested: {c.reason}."],
-                       forest=forest, curves=picked)
+                       forest=forest, curves=picked, unpaired=list(s.unpaired),
+                       paired_any=any(r.get("paired") is not False for r in s.rows
+                                      if r["arm"] != study.baseline_arm))
+
+
+def _forest_text(i: SummaryInfo) -> str:
+    if not i.unpaired:
+        return ("The forest plot shows each arm's mean paired difference from the baseline "
+                "over matched seeds, with its exact 95% sign-flip interval where there are "
+                f"at least {MIN_PAIRS} matched pairs and they do not all differ equally (a "
+                "dot alone: no interval; left of zero is better on all three). Below it, "
+                "every seed's training loss of the baseline and of the recipe.")
+    paired = ("for groups paired by seed, the mean paired difference with its exact 95% "
+              f"sign-flip interval (at least {MIN_PAIRS} matched pairs); "
+              if i.paired_any else "")
+    return ("The forest plot shows each group's difference from the baseline: " + paired
+            + f"unpaired ({', '.join(i.unpaired)}), the difference between the groups' means "
+            "with the 95% interval of the exact two-sample permutation test (groups too small "
+            f"for it to reject anything, under {MIN_RUNS} and {MIN_RUNS} runs, get none). A "
+            "dot alone: no interval; left of zero is better on all three. Below it, every "
+            "run's training loss of the baseline and of the recipe.")
 
 
 def blocks(i: SummaryInfo, images: frozenset[str]) -> list[Block]:
     return [Bullets([[Span(t)] for t in i.sentences]),
-            para("The forest plot shows each arm's mean paired difference from the baseline "
-                 "over matched seeds, with its exact 95% sign-flip interval where there are "
-                 f"at least {MIN_PAIRS} matched pairs and they do not all differ equally (a "
-                 "dot alone: no interval; left of zero is better on all three). Below it, "
-                 "every seed's training loss of the baseline and of the recipe."),
+            para(_forest_text(i)),
             *image("summary", "Paired effects vs the baseline, and the baseline's and the "
                    "recipe's loss curves", images)]
 

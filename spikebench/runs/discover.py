@@ -1,0 +1,179 @@
+"""A file or a folder of runs -> its runs, each under a unique, readable name.
+
+A file is read in the format :func:`.detect.detect_file` finds (one run, or each run of a
+W&B chart export or a long-format CSV with a run column). A folder is walked top-down, in
+name order, not following links to folders and skipping hidden ones (``.git``,
+MLflow's ``.trash``):
+
+- a run folder (:func:`.detect.detect_folder`: an HF output folder, an MLflow run, a
+  spikebench run, a Lightning version folder) is one run, and nothing below it is read (an
+  HF output folder's ``checkpoint-*`` states and its TensorBoard ``runs/`` are the same
+  run again);
+- a folder with TensorBoard event files is one run, less the hparams-only subfolders
+  ``add_hparams`` writes, which it takes its parameters from; its other subfolders are
+  walked on;
+- any other ``.csv``/``.tsv``/``.jsonl``/``.ndjson`` file is read as a file; one with no
+  step or loss column at all (a results table) is skipped, and named in ``skipped``.
+
+Names are paths relative to the folder given (``lightning_logs/version_0``), ``<file>:<run>``
+for the runs of a multi-run file, ``<experiment>/<run name>`` for MLflow; unprintable
+characters are escaped, and a name that repeats gets `` (2)``, `` (3)``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spikebench.errors import UserError
+from spikebench.runs import hf, lightning, long_csv, mlflow, plain, tensorboard, wandb
+from spikebench.runs.columns import MissingColumn
+from spikebench.runs.detect import detect_file, detect_folder
+from spikebench.runs.model import RunLog
+from spikebench.spikes.logs import check_file
+
+LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
+ONE_RUN_FOLDERS = ("hf-trainer-state", "mlflow", "spikebench", "lightning-csv")
+
+
+@dataclass
+class Found:
+    runs: list[RunLog]
+    single: bool  # the path given is one run (a file, or a run folder): shown in full
+    skipped: list[str] = field(default_factory=list)  # "<path> (why)", files not read
+
+
+def _is_dir(p: Path) -> bool:
+    """Whether ``p`` is a folder; anything else that is not a regular file is refused by
+    :func:`check_file` (a FIFO would block, a device never end)."""
+    try:
+        st = p.stat()
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise UserError(f"{p}: file name too long") from None
+        check_file(p)  # its one-line refusal (no such file, cannot read)
+        raise
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    check_file(p)
+    return False
+
+
+def _printable(name: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def read_file(p: Path, *, name: str, prefix: str = "", **opts) -> list[RunLog]:
+    """The runs of one file (``prefix``: what names its runs where it holds several)."""
+    fmt = detect_file(p)
+    if fmt == "tensorboard":
+        return [tensorboard.read(p, name=name, **opts)[0]]
+    if fmt == "hf-trainer-state":
+        return [hf.read(p, name=name, **opts)]
+    if fmt == "json-document":
+        from spikebench.runs.meta import read_json
+
+        doc = read_json(p)
+        if isinstance(doc, dict) and "log_history" in doc:
+            return [hf.read(p, name=name, **opts)]
+        raise UserError(f"{p}: one JSON document, not JSON Lines (one object per line); the "
+                        "JSON document read is HF's trainer_state.json (with 'log_history')")
+    if fmt == "long-csv":
+        return long_csv.read(p, name=name, prefix=prefix, **opts)
+    if fmt == "wandb-chart":
+        return wandb.read_chart(p, prefix=prefix, **opts)
+    if fmt == "wandb-history":
+        return [wandb.read_history(p, name=name, **opts)]
+    if fmt == "lightning-csv":
+        return [lightning.read(p, name=name, **opts)]
+    if p.name == "metrics.jsonl" and detect_folder(p.parent, {
+            n for n in ("metrics.jsonl", "config.json", "meta.json") if (p.parent / n).exists()
+    }) == "spikebench":
+        return [plain.read_spikebench(p.parent, name=name, **opts)]
+    return [plain.read_file(p, name=name, fmt=fmt, **opts)]
+
+
+def _read_folder(fmt: str, d: Path, name: str, **opts) -> RunLog:
+    if fmt == "hf-trainer-state":
+        return hf.read(d, name=name, **opts)
+    if fmt == "mlflow":
+        return mlflow.read(d, name=name, **opts)
+    if fmt == "spikebench":
+        return plain.read_spikebench(d, name=name, **opts)
+    return lightning.read(d / "metrics.csv", name=name, **opts)
+
+
+def discover(path: str | Path, *, step: str | None = None, metric: str | None = None,
+             grad_metric: str | None = None) -> Found:
+    """Every run at ``path`` (a file or a folder, see the module docstring)."""
+    root = Path(path)
+    opts = {"step": step, "metric": metric, "grad_metric": grad_metric}
+    if not _is_dir(root):
+        runs = read_file(root, name=root.name, **opts)
+        return _unique(Found(runs, single=len(runs) == 1))
+    top = root.resolve().name or str(root)
+    found = Found([], single=False)
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        rel = d.relative_to(root).as_posix()
+        name = top if rel == "." else rel
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as e:
+            found.skipped.append(f"{d} (cannot list it: {e.strerror or e})")
+            continue
+        fmt = detect_folder(d, {e.name for e in entries})
+        subdirs = [Path(e.path) for e in entries
+                   if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+        if fmt in ONE_RUN_FOLDERS:
+            if fmt == "mlflow":
+                if mlflow.is_deleted(d):
+                    found.skipped.append(f"{d} (a deleted MLflow run)")
+                    continue
+                parent = "/".join(Path(rel).parts[:-2])
+                name = (parent + "/" if parent else "") + mlflow.run_name(d)
+            found.runs.append(_read_folder(fmt, d, name, **opts))
+            found.single = d == root
+            continue
+        if fmt == "tensorboard":
+            run, claimed = tensorboard.read(d, name=name, **opts)
+            found.runs.append(run)
+            found.single = d == root
+            subdirs = [s for s in subdirs if s not in claimed]
+        for e in entries:
+            if e.name.startswith(".") or not e.name.lower().endswith(LOG_SUFFIXES):
+                continue
+            p = Path(e.path)
+            if not e.is_file():  # a folder, a FIFO, a device, a dangling link
+                if not e.is_dir():
+                    found.skipped.append(f"{p} (not a regular file)")
+                continue
+            file_name = p.relative_to(root).as_posix()
+            try:
+                found.runs += read_file(p, name=file_name, prefix=file_name + ":", **opts)
+            except MissingColumn as err:  # the short reason: "no step column"
+                why = str(err).removeprefix(f"{p}: ").split(" (")[0]
+                found.skipped.append(f"{p} ({why}: not a training log)")
+        stack.extend(reversed(subdirs))
+    if not found.runs:
+        raise UserError(f"{root}: is a directory with no training runs in it (looked for "
+                        "TensorBoard event files, HF trainer states, Lightning, MLflow and "
+                        "spikebench run folders, CSV and JSONL logs"
+                        + (f"; skipped {len(found.skipped)} file(s): {found.skipped[0]}"
+                           if found.skipped else "") + ")")
+    found.single = found.single and len(found.runs) == 1
+    found.runs.sort(key=lambda r: r.name)  # the walk's order is by folder, an MLflow run's an id
+    return _unique(found)
+
+
+def _unique(found: Found) -> Found:
+    seen: dict[str, int] = {}
+    for run in found.runs:
+        name = _printable(run.name)
+        seen[name] = seen.get(name, 0) + 1
+        run.name = name if seen[name] == 1 else f"{name} ({seen[name]})"
+    return found

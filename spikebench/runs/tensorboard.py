@@ -1,0 +1,143 @@
+"""TensorBoard event files (``events.out.tfevents.*``), read by TensorBoard's own
+``EventAccumulator``: no protobuf is parsed here.
+
+A run is one event file, or a folder's event files together (a resumed run writes a new
+file beside the old; TensorBoard purges the steps a restart orphaned, as it would show
+them). Scalars are those of ``add_scalar`` (``simple_value``) and TF2-style scalar
+tensors. Hyperparameters come from the hparams plugin (``add_hparams``), in the run's own
+files or in the subfolder ``SummaryWriter.add_hparams`` writes them to: such a subfolder,
+holding hparams and no loss, belongs to the run above it and is not a run of its own; and
+from a Lightning ``hparams.yaml`` beside the events. A ``seed`` among them is the run's
+seed.
+
+TensorBoard reads a damaged or cut record as the end of its file (a live run's last
+record is often half-written); so does this reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from spikebench.errors import UserError
+from spikebench.runs import columns, meta
+from spikebench.runs.model import RunLog
+from spikebench.runs.table import build, flatten, plain_value, seed_of, series_table
+
+FORMAT = "tensorboard"
+INSTALL = "pip install 'spikebench[tensorboard]'"
+
+
+def is_event_file(name: str) -> bool:
+    return "tfevents" in name
+
+
+def _modules():
+    try:
+        from tensorboard.backend.event_processing import event_accumulator
+        from tensorboard.plugins.hparams import plugin_data_pb2
+        from tensorboard.util import tensor_util
+    except ImportError:
+        raise UserError(f"reading TensorBoard event files needs tensorboard: {INSTALL}"
+                        ) from None
+    return event_accumulator, plugin_data_pb2, tensor_util
+
+
+@contextmanager
+def _quiet():
+    """TensorBoard logs what it skips (out-of-order steps it purges, cut records) as
+    warnings, which would print under the command's one line."""
+    log = logging.getLogger("tensorboard")
+    level = log.level
+    log.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def load(path: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, Any]]:
+    """The scalar series (tag -> [(step, value)]) and the hparams of an event file, or of
+    a folder's event files."""
+    if path.is_file() and not is_event_file(path.name):
+        # TensorBoard takes a file for events by its name only: a renamed event file
+        # (known by its content, see .detect) is read through a link so named.
+        with tempfile.TemporaryDirectory() as tmp:
+            link = Path(tmp) / "events.out.tfevents.renamed"
+            link.symlink_to(path.resolve())
+            return _load(link, path)
+    return _load(path, path)
+
+
+def _load(path: Path, where: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, Any]]:
+    ea, plugin_data_pb2, tensor_util = _modules()
+    keep = {ea.SCALARS: 0, ea.TENSORS: 0, ea.IMAGES: 1, ea.AUDIO: 1, ea.HISTOGRAMS: 1,
+            ea.COMPRESSED_HISTOGRAMS: 1}  # 0: every value of a tag; images: not wanted
+    try:
+        with _quiet():
+            acc = ea.EventAccumulator(str(path), size_guidance=keep)
+            acc.Reload()
+            tags = acc.Tags()
+            series = {t: [(int(e.step), float(e.value)) for e in acc.Scalars(t)]
+                      for t in tags.get(ea.SCALARS, [])}
+            for t in tags.get(ea.TENSORS, []):
+                if acc.SummaryMetadata(t).plugin_data.plugin_name != "scalars":
+                    continue
+                points = [(int(e.step), tensor_util.make_ndarray(e.tensor_proto))
+                          for e in acc.Tensors(t)]
+                series[t] = [(s, float(a.reshape(()))) for s, a in points if a.size == 1]
+            try:
+                content = acc.PluginTagToContent("hparams")
+            except KeyError:
+                content = {}
+            hparams: dict[str, Any] = {}
+            for blob in content.values():
+                data = plugin_data_pb2.HParamsPluginData.FromString(blob)
+                if data.HasField("session_start_info"):
+                    for k, v in data.session_start_info.hparams.items():
+                        kind = v.WhichOneof("kind")
+                        hparams[k] = (None if kind in (None, "null_value")
+                                      else plain_value(getattr(v, kind)))
+    except UserError:
+        raise
+    except Exception as e:  # TensorBoard's and protobuf's errors vary by version
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise UserError(f"{where}: cannot read as TensorBoard events ({why})") from None
+    return series, hparams
+
+
+def _event_folders(folder: Path) -> list[Path]:
+    try:
+        subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()
+                      and not p.name.startswith("."))
+    except OSError:
+        return []
+    return [p for p in subs if any(is_event_file(n) for n in os.listdir(p))]
+
+
+def read(path: Path, *, name: str, step: str | None = None, metric: str | None = None,
+         grad_metric: str | None = None) -> tuple[RunLog, list[Path]]:
+    """The run in event file or folder ``path``, and the subfolders it took hparams from
+    (not runs of their own)."""
+    series, hparams = load(path)
+    claimed = []
+    if path.is_dir():
+        for sub in _event_folders(path):
+            sub_series, sub_hparams = load(sub)
+            loss = columns.find(list(sub_series), (metric,) if metric else columns.LOSS_NAMES)
+            if sub_hparams and not loss:
+                hparams = {**sub_hparams, **hparams}
+                claimed.append(sub)
+        if (path / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one too
+            yaml_params = meta.table(path / "hparams.yaml", meta.read_yaml(path / "hparams.yaml"))
+            hparams = {**flatten(yaml_params), **hparams}
+    if not series:
+        raise UserError(f"{path}: no scalars in its TensorBoard event files")
+    cols, cells = series_table(series)
+    return build(path, cols, cells, name=name, fmt=FORMAT, step=step, metric=metric,
+                 grad_metric=grad_metric, what="tag", params=hparams,
+                 seed=seed_of(hparams)), claimed
