@@ -75,6 +75,9 @@ def test_a_planted_lr_shock_is_logged_and_found_as_offline(tmp_path, capsys):
     # told to the callback during training, and logged only: training ran to the end.
     assert loss_onsets(summary) == [61]
     assert cb.loop.spikes == 1 and trainer.state.global_step == 100
+    # Told online at the spike's own row (provisional), confirmed when the verdict came.
+    report = cb.loop.run.last_report
+    assert (report.onset, report.reported, report.state) == (61, 61, "confirmed")
     # `spikebench spikes` on the same log finds the same onset.
     capsys.readouterr()
     assert main(["spikes", str(tmp_path / "run" / "metrics.jsonl"), "--json"]) == 0

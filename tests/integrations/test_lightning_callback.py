@@ -64,6 +64,9 @@ def test_a_planted_lr_shock_is_logged_and_found_as_offline(tmp_path):
     assert summary["status"] == "completed" and summary["steps"] == 100
     assert loss_onsets(summary) == offline_loss_onsets(tmp_path / "run") == [61]
     assert cb.loop.spikes == 1 and trainer.global_step == 100  # logged only
+    # Told online at the spike's own row (provisional), confirmed when the verdict came.
+    report = cb.loop.run.last_report
+    assert (report.onset, report.reported, report.state) == (61, 61, "confirmed")
 
 
 def test_the_sweeps_prune_stops_the_trainer(tmp_path, monkeypatch):
