@@ -33,12 +33,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.config = str(run_dir / "config.json")
     cfg = cfgmod.load(args.config, args.overrides)
     from spikebench.train.loop import train
-    from spikebench.train.setup import preflight
+    from spikebench.train.setup import describe_memory, preflight
 
     if args.dry_run:
         _check_metrics(args)
-        preflight(cfg)  # what a run would refuse (device, model class, corpus path), no data
+        n_params = preflight(cfg)  # what a run would refuse (device, model class, corpus path)
         print(cfg.to_json())
+        print(f"spikebench train: {describe_memory(cfg, n_params)}", file=sys.stderr)
         return 0
 
     if cfg.train.nproc > 1 and "WORLD_SIZE" not in os.environ:  # start the ranks

@@ -21,10 +21,12 @@ _OFF = ("off", "none", "null")
 def _describe(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+        args = typing.get_args(tp)
+        return repr(args[0]) if len(args) == 1 else "one of " + ", ".join(map(repr, args))
     if origin in (typing.Union, types.UnionType):
-        parts = [_describe(a) for a in typing.get_args(tp) if a is not type(None)]
-        return " or ".join(parts) + ' or "off"'
+        args = typing.get_args(tp)
+        parts = [_describe(a) for a in args if a is not type(None)]
+        return " or ".join(parts) + (' or "off"' if type(None) in args else "")
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
         tp, str(tp)
     )
@@ -37,7 +39,14 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if type(None) in args and (value is None or str(value).lower() in _OFF):
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(key, value, inner[0]) if len(inner) == 1 else value
+        if len(inner) == 1:
+            return _coerce(key, value, inner[0])
+        for a in inner:  # several kinds (true, false or "auto"): the first that takes it
+            try:
+                return _coerce(key, value, a)
+            except UserError:
+                continue
+        raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")
     if origin is Literal:
         if value not in typing.get_args(tp):
             raise UserError(f"{key} = {value!r}: must be {_describe(tp)}")

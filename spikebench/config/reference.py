@@ -99,6 +99,9 @@ def _allowed(tp: Any, meta: dict) -> str:
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         optional = len(args) < len(typing.get_args(tp))
+        if len(args) > 1:  # several kinds: true, false or "auto"
+            text = ", ".join(_allowed(a, meta) for a in args)
+            return text + (' or `"off"`' if optional else "")
         tp = args[0]
         origin = typing.get_origin(tp)
     if origin is Literal:

@@ -209,6 +209,10 @@ class TrainConfig:
     nproc: int = field(default=1, metadata=_rng(1, 1024))
     # A collective that waits longer than this (a rank hung or gone) fails the run.
     dist_timeout_s: float = field(default=300.0, metadata=_rng(0.0, lo_open=True))
+    # torch.compile the model for the training steps (evaluation stays eager); "auto": on
+    # on CUDA where torch can compile there (Triton installed), off on the CPU. The compile
+    # time is kept off the training clock and reported as the summary's compile_s.
+    compile: bool | Literal["auto"] = "auto"
 
 
 @dataclass

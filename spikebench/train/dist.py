@@ -9,6 +9,10 @@ all-reduce that stays on the device (no host sync on GPU); metrics, spike detect
 checkpoints and files are rank 0's, and a rollback rank 0 decides is broadcast to all.
 
 A single-process run uses :data:`SINGLE`, whose methods do nothing.
+
+``SPIKEBENCH_DIST_BACKEND=gloo`` runs CUDA ranks over gloo instead, and lets ranks share
+the visible GPUs (NCCL refuses two ranks on one GPU): how ``benchmarks/gpu_check.py``
+checks a two-rank run on a machine with one GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +26,20 @@ import torch
 import torch.distributed as tdist
 
 from spikebench.errors import UserError
+
+BACKEND_ENV = "SPIKEBENCH_DIST_BACKEND"
+
+
+def backend(device: torch.device) -> str:
+    """The process group's backend: nccl on CUDA, gloo on the CPU, unless
+    ``SPIKEBENCH_DIST_BACKEND`` says otherwise (gloo on CUDA; nccl only on CUDA)."""
+    chosen = os.environ.get(BACKEND_ENV, "").strip()
+    if chosen not in ("", "gloo", "nccl"):
+        raise UserError(f"{BACKEND_ENV}={chosen!r}: must be gloo or nccl (or unset)")
+    if chosen == "nccl" and device.type != "cuda":
+        raise UserError(f"{BACKEND_ENV}=nccl: NCCL needs CUDA devices; this run is on "
+                        f"{device.type}")
+    return chosen or ("nccl" if device.type == "cuda" else "gloo")
 
 
 @dataclass(frozen=True)
@@ -73,14 +91,16 @@ class Dist:
                                "at the end of the run: the ranks fell out of step")
 
     def device(self, device: torch.device) -> torch.device:
-        """On CUDA, each rank its own GPU of those visible: cuda:LOCAL_RANK."""
+        """On CUDA, each rank its own GPU of those visible: cuda:LOCAL_RANK (over gloo,
+        ranks past the GPUs share them: LOCAL_RANK modulo their count)."""
         if self.world == 1 or device.type != "cuda":
             return device
-        if self.local_rank >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        if self.local_rank >= count and not (backend(device) == "gloo" and count):
             raise UserError(f"train.nproc = {self.world}: rank {self.rank} needs GPU "
                             f"{self.local_rank}, this machine shows "
                             f"{torch.cuda.device_count()}")
-        device = torch.device("cuda", self.local_rank)
+        device = torch.device("cuda", self.local_rank % count)
         torch.cuda.set_device(device)
         return device
 
@@ -113,7 +133,7 @@ def setup(device: torch.device, timeout_s: float) -> tuple[Dist, torch.device]:
     d = from_env()
     device = d.device(device)
     if d.world > 1 and not tdist.is_initialized():
-        tdist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+        tdist.init_process_group(backend(device),
                                  timeout=datetime.timedelta(seconds=timeout_s))
     return d, device
 

@@ -4,7 +4,12 @@ The hot loop never reads a value back from the device: :func:`train_step` return
 tensors, and :class:`~spikebench.train.buffer.MetricsBuffer` reads a log interval back in
 one sync. A non-finite loss or grad norm is caught *before* the optimizer step without a
 sync: the fused AdamW step takes a ``found_inf`` tensor (the contract GradScaler uses) and
-skips the update on the device; the trial ends ``diverged`` at the next read-back.
+skips the update on the device; the trial ends ``diverged`` at the next read-back
+(``SPIKEBENCH_SYNC_DEBUG=error`` checks this on CUDA: :mod:`.sync_debug`).
+
+``train.compile`` runs the training step through ``torch.compile`` (:mod:`.compile`); the
+steps that compile are off the training clock, and their time is the summary's
+``compile_s``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
+from spikebench.train.compile import CompileClock, choose, compile_model
 from spikebench.train.dist import SINGLE, Dist, setup
 from spikebench.train.optim import make_optimizer, update_ratio
 from spikebench.train.rollback import Rollback
@@ -53,6 +59,7 @@ from spikebench.train.state import (
     train_state,
     usable,
 )
+from spikebench.train.sync_debug import SyncDebug
 from spikebench.train.zclip import ZClip
 
 
@@ -152,11 +159,23 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     (:mod:`.dist`); only rank 0 writes files and calls ``sinks``, and the other ranks
     return ``{"status", "steps", "rank"}``.
     """
+    guard = SyncDebug.from_env("cuda")  # a bad SPIKEBENCH_SYNC_DEBUG is refused first
+    try:
+        return _train(cfg, run_dir, sinks, resume=resume, guard=guard)
+    finally:
+        guard.disarm()  # also when the run fails: the process goes on without the check
+
+
+def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, resume: bool,
+           guard: SyncDebug) -> dict:
     t = cfg.train
     preflight(cfg, run_dir=run_dir)
     if resume:
         _check_resume(Path(run_dir))
     dist, device = setup(resolve_device(t.device), t.dist_timeout_s)
+    if device.type != "cuda":
+        guard.mode = None
+    compiling = choose(t.compile, device)
     _check_world(cfg, dist)
     if t.threads or dist.world > 1:  # a trial's threads (or the cores) shared by its ranks
         torch.set_num_threads(max(1, (t.threads or os.cpu_count() or 1) // dist.local_world))
@@ -170,6 +189,11 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
     opt = make_optimizer(model, cfg)
     params = [p for p in model.parameters() if p.requires_grad]
     step_model = dist.wrap(model, device)  # the model itself when single-process
+    # Compiled around DDP (its graphs split at the gradient buckets); `model` stays the
+    # plain module that evaluation, probes and checkpoints use.
+    clock = CompileClock() if compiling.enabled else None
+    if compiling.enabled:
+        step_model = compile_model(step_model, compiling)
     clip = cfg.optim.clip if cfg.optim.clip is not None else math.inf
     val_batches = stream.val_batches()
     local_val = [(dist.shard(x), dist.shard(y)) for x, y in val_batches]
@@ -205,6 +229,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "precision": precision.label,
         "precision_impl": precision.impl,
         **({"precision_choice": precision.why} if precision.why else {}),
+        "compile": compiling.meta(),
         "n_params": sum(p.numel() for p in params),
         "corpus": corpus.meta,
         "injections": injections(cfg, stream.faults, corpus.meta["contamination"]),
@@ -217,7 +242,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             first = json.loads((run_dir / "meta.json").read_text())
             meta = {**first, "resumes": [*first.get("resumes", []), {
                 "step": saved["step"], "environment": meta["environment"],
-                "precision_impl": precision.impl}]}
+                "precision_impl": precision.impl, "compile": compiling.enabled}]}
         atomic_write_json(run_dir / "meta.json", meta)
         log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
         sinks = [log, *sinks]
@@ -274,6 +299,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         buffer.resume(at.elapsed, at.tokens)
     model.train()
     step = start
+    guard.arm()  # SPIKEBENCH_SYNC_DEBUG on CUDA: from here to a read-back, no sync
     for step in range(start + 1, t.steps + 1):
         position += 1  # = step, unless a rollback went back
         i = rollback.batch(position) if rollback else position - 1  # the batch index
@@ -283,11 +309,15 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
             group["lr"] = lr
         x, y = stream.batch(i)  # the global batch; this rank trains its rows
         probe_step = step % t.probe_every == 0
+        if clock:
+            clock.begin()
         # A probe step's forward records the precursors beside itself (no extra forward).
         with probing(model) if probe_step else nullcontext():
             out = train_step(step_model, opt, params, dist.shard(x), dist.shard(y),
                              precision=precision, grad_accum=cfg.optim.grad_accum, clip=clip,
                              probe_update=probe_step, dist=dist, **parts)
+        if clock:  # a step that compiled is off the clock, as evaluation is
+            buffer.pause(clock.end())
         tokens += x.numel()
 
         rec: dict[str, Any] = {M.STEP: step, M.TRAIN_LOSS: out.loss,
@@ -323,6 +353,7 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                                                     or step == t.steps)
         regular = step % t.log_every == 0 or evaluating  # not a checkpoint's extra read-back
         if regular or checkpointing:
+            guard.disarm()  # the read-back, evaluation, a rollback, a checkpoint: they sync
             records, diverged_step = buffer.flush(tokens)
             if diverged_step is None and evaluating:
                 records[-1][M.VAL_LOSS] = run_eval(step)
@@ -343,7 +374,9 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
                 break
             if checkpointing and dist.main:
                 save_checkpoint(step)
+            guard.arm()
 
+    guard.disarm()
     dist.check_in_sync(params)
     if not dist.main:
         return {"status": status, "steps": diverged_step or step, "rank": dist.rank}
@@ -366,6 +399,8 @@ def train(cfg: Config, run_dir: str | Path | None = None, sinks: Sequence[Sink] 
         "max_attn_logit": max(logits) if logits else None,
         "skipped_steps": int(skipped),
         "checkpoints": costs,
+        # Seconds of the steps that compiled (off the clock, as evaluation is); None: eager.
+        "compile_s": clock.seconds if clock else None,
         "response": {
             "kind": r.kind,
             "rollbacks": rollback.events if rollback else [],

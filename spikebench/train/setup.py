@@ -43,13 +43,17 @@ def _path_exists(key: str, value: str) -> bool:
         raise UserError(f"{key} = {value[:60]!r}...: not a usable path ({why})") from None
 
 
-def preflight(cfg: Config, run_dir: str | Path | None = None) -> None:
+def preflight(cfg: Config, run_dir: str | Path | None = None) -> int:
     """The cheap checks a run makes before it reads data: the device exists, the model is
     built from its config and runs one forward (on the meta device: no memory), the corpus
-    and output paths are usable, the run folder's name fits the file system, and the
-    memory the run needs at least is there. ``run_dir``: the run folder a caller chose
-    (else an automatic one under ``run.out_dir``). Raises UserError (one line)."""
+    and output paths are usable, the run folder's name fits the file system, the memory
+    the run needs at least is there, and ``train.compile = true`` can compile here.
+    ``run_dir``: the run folder a caller chose (else an automatic one under
+    ``run.out_dir``). Raises UserError (one line); returns the model's parameter count."""
+    from spikebench.train.compile import choose
+
     device = resolve_device(cfg.train.device)
+    choose(cfg.train.compile, device)
     if cfg.model.cls == BUILTIN:  # even on the meta device, 10^8 blocks would never build
         check_memory(cfg, device, gpt_params(cfg))
     model = build_model_meta(cfg.model, seq_len=cfg.data.seq_len)
@@ -66,8 +70,10 @@ def preflight(cfg: Config, run_dir: str | Path | None = None) -> None:
     if cfg.run.name:
         _path_exists("run.name", str(out / cfg.run.name))
     _check_names(cfg, run_dir)
-    check_memory(cfg, device, sum(p.numel() for p in model.parameters()))
+    n_params = sum(p.numel() for p in model.parameters())
+    check_memory(cfg, device, n_params)
     _check_optimizer(model, cfg)
+    return n_params
 
 
 def _check_optimizer(model: torch.nn.Module, cfg: Config) -> None:
@@ -159,6 +165,60 @@ def memory_needed(cfg: Config, n_params: int) -> dict[str, int]:
         "a training batch": 2 * 8 * d.batch_size * d.seq_len,
         "one step's activations": tokens * (8 * m.vocab_size + 4 * 8 * m.n_embd * m.n_layer),
     }
+
+
+def _real_half(cfg: Config, device: torch.device) -> bool:
+    """Whether the run's activations are half precision: real autocast, as chosen on CUDA.
+    (On the CPU ``auto`` measures the machine first; a dry run does not, so it counts fp32
+    there, the larger.)"""
+    p = cfg.precision
+    return p.mode != "fp32" and (p.impl == "real" or (p.impl == "auto" and device.type == "cuda"))
+
+
+def memory_estimate(cfg: Config, n_params: int, device: torch.device) -> dict[str, int]:
+    """What one training step holds at its peak, by part, in bytes, per rank: an estimate
+    from the config (not the bound :func:`memory_needed` refuses by). The fp32 weights,
+    their gradients and AdamW's two moments (16 bytes a parameter) and, on a probe step,
+    a copy of the weights (the update ratio's); the batches; and one micro-batch's
+    activations kept for the backward of the built-in GPT: per layer and token 68 x
+    ``n_embd`` bytes in fp32 (layer-norm and linear inputs, q, k, v, the attention output
+    and the MLP's 4 x wide GELU input and output) or 38 x in real half autocast, and for
+    the output layer 12 x ``vocab_size`` bytes a token (fp32 logits, their log-softmax and
+    its gradient; 16 x under autocast, which adds the half logits), and under autocast
+    its half copies of the weights (2 bytes a parameter). Dropout masks, the allocator's
+    slack, torch.compile's buffers and torch itself come on top."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    rows = -(-d.batch_size // (cfg.optim.grad_accum * t.nproc))
+    tokens = rows * d.seq_len
+    half = _real_half(cfg, device)
+    out = {
+        "weights, gradients and AdamW": 16 * n_params,
+        "a probe step's copy of the weights": 4 * n_params,
+        "batches": 2 * 8 * (t.eval_batches + 1) * d.batch_size * d.seq_len,
+        "activations": tokens * m.n_layer * m.n_embd * (38 if half else 68),
+        "logits and loss": tokens * m.vocab_size * (16 if half else 12),
+    }
+    if half:
+        out["autocast's half weights"] = 2 * n_params
+    return out
+
+
+def describe_memory(cfg: Config, n_params: int) -> str:
+    """One line: the memory a step takes (:func:`memory_estimate`), by part, against what
+    the device has; what ``spikebench train --dry-run`` prints."""
+    device = resolve_device(cfg.train.device)
+    parts = memory_estimate(cfg, n_params, device)
+    d = cfg.data
+    rows = -(-d.batch_size // (cfg.optim.grad_accum * cfg.train.nproc))
+    split = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in parts.items())
+    have = available_memory(device)
+    where = "" if have is None else (
+        f"; {have[1]} {_fmt_bytes(have[0])}{' available' if device.type == 'cpu' else ''}")
+    ranks = f" x {cfg.train.nproc} ranks" if cfg.train.nproc > 1 else ""
+    kind = "half" if _real_half(cfg, device) else "fp32"
+    return (f"memory per step (estimate, per rank{ranks}): {_fmt_bytes(sum(parts.values()))} "
+            f"for {n_params / 1e6:.1f}M parameters and micro-batches of {rows} x {d.seq_len} "
+            f"tokens, {kind} activations ({split}){where}")
 
 
 def available_memory(device: torch.device) -> tuple[int, str] | None:

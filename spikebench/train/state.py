@@ -24,8 +24,10 @@ from spikebench.spikes.monitor import SpikeMonitor
 
 # What may differ between the run that saved a checkpoint and the one resuming it: where
 # and how fast it runs, never what it computes (other threads change float rounding, so
-# bit-identity then holds only on the same CPU and thread count).
-_LOCAL_KEYS = {"train": ("device", "threads", "progress", "dist_timeout_s"),
+# bit-identity then holds only on the same CPU and thread count; so does torch.compile,
+# whose fused kernels round otherwise, and a checkpoint holds the uncompiled module's
+# weights, so a compiled run resumes uncompiled and back).
+_LOCAL_KEYS = {"train": ("device", "threads", "progress", "dist_timeout_s", "compile"),
                "run": ("out_dir", "name")}
 
 
