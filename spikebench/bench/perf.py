@@ -105,6 +105,8 @@ def paired_runs(cfg: cfgmod.Config, repeats: int, *, warm: bool = True
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     corpus = load_corpus(cfg)
+    cfg = cfgmod.from_dict(cfg.to_dict())
+    cfg.train.compile = False  # the bare loop is eager: the harness is measured, not compile
     if warm:
         short = cfgmod.from_dict(cfg.to_dict())
         short.train.steps = short.train.eval_every = min(20, cfg.train.steps)
