@@ -3,7 +3,8 @@ hub download), trained on bytes of Python's own standard library.
 
 Inside a spikebench sweep the parameters (lr, warmup, clip), the seed and the run folder
 come from the sweep (``spikebench.init``); run alone it uses the defaults below. The
-callback is the only spikebench code: a few lines in ``on_log`` and ``on_evaluate``.
+packaged callback (``spikebench.integrations.hf``) logs each step and evaluation to the run
+and stops the Trainer when the sweep prunes the trial.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import sysconfig
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 import spikebench
+from spikebench.integrations.hf import SpikebenchCallback
 
 BLOCK = 32
 
@@ -31,34 +33,6 @@ class Bytes(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         x = self.data[self.starts[i]: self.starts[i] + BLOCK].long()
         return {"input_ids": x, "labels": x}
-
-
-class SpikebenchCallback(TrainerCallback):
-    """Each step's logs to the run. The Trainer logs a step's train loss, then evaluates at
-    that step, so a row is held until the next log or evaluation: an eval joins its step."""
-
-    def __init__(self, run: spikebench.Run):
-        self.run, self.row = run, None
-
-    def _flush(self, control, **extra):
-        if self.row is not None:
-            step, values = self.row
-            self.row = None
-            if self.run.log(step, **values, **extra) is spikebench.Decision.PRUNE:
-                control.should_training_stop = True
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            self._flush(control)
-            self.row = (state.global_step, {"loss": logs["loss"],
-                                            "grad_norm": logs.get("grad_norm"),
-                                            "lr": logs.get("learning_rate")})
-
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        self._flush(control, val_loss=(metrics or {}).get("eval_loss"))
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self._flush(control)
 
 
 def corpus() -> torch.Tensor:
