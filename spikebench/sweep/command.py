@@ -374,10 +374,42 @@ def _report(records: list[dict[str, Any]], seed: int) -> None:
             print(json.dumps({"seed": seed, M.STEP: rec[M.STEP], M.VAL_LOSS: v}), flush=True)
 
 
+def reap(folder: Path) -> int:
+    """Kill the processes still working in ``folder`` (their current directory inside it);
+    how many. These are what a killed sweep left of an interrupted trial: torchrun starts its
+    ranks in sessions of their own, so its death (SIGKILL, which it cannot pass on) leaves
+    them running, and only where they run says whose they are. Linux's /proc; elsewhere 0."""
+    root = str(folder.resolve())
+    n = 0
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry.name}/cwd")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                n += 1
+            except OSError:
+                pass
+    return n
+
+
 def run(trial_dir: Path) -> int:
     global _grace
     job = json.loads((trial_dir / "trial.json").read_text())
     _grace = float(job["trainer"]["grace_s"])
+    if job.get("resume_from") and Path(job["resume_from"]).is_dir():
+        n = reap(Path(job["resume_from"]))
+        if n:
+            print(f"stopped {n} process(es) the interrupted trial left running in "
+                  f"{job['resume_from']}", file=sys.stderr, flush=True)
     atomic_write_json(trial_dir / "params.json", job["params"])
     results = []
     for i, seed in enumerate(job["seeds"]):

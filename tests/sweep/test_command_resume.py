@@ -16,16 +16,21 @@ from procs import processes_with
 from spikebench.sweep.studies import default_storage
 
 # A trainer that knows nothing of spikebench: one CSV row per step, slowly enough to be
-# caught running.
+# caught running. Like torchrun, it starts a worker in a session of its own, which stops
+# when the trainer ends normally (a "done" file) but outlives a trainer killed with -9.
 SCRIPT = """
-import json, math, sys, time
+import json, math, os, subprocess, sys, time
 params = json.load(open(sys.argv[1]))
+subprocess.Popen([sys.executable, "-c", "import os, time\\nfor _ in range(1200):\\n"
+                  "    if os.path.exists('done'): break\\n    time.sleep(0.1)", "stray-rank"],
+                 start_new_session=True)
 with open("log.csv", "w") as f:
     f.write("step,loss,grad_norm\\n")
     for step in range(1, 41):
         f.write(f"{step},{3 + math.exp(-step * params['lr']):.6f},1.0\\n")
         f.flush()
         time.sleep(0.05)
+open("done", "w").close()
 """
 
 
@@ -78,10 +83,16 @@ slower = {{ lr = 0.05 }}
     while processes_with(str(script)) and time.time() < deadline:
         time.sleep(0.2)
     assert not processes_with(str(script))
+    # Its worker, in a session of its own, is left running by the -9 ...
+    strays = [p for p in processes_with("stray-rank") if str(tmp_path) in (cwd := _cwd(p))
+              and not os.path.exists(os.path.join(cwd, "done"))]
+    assert strays
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert rerun.returncode == 0, rerun.stderr
+    # ... until the trial's retry stops what is still working in the interrupted folder.
+    assert not [p for p in strays if _alive(p)]
     study = optuna.load_study(study_name="slow", storage=storage)
     after = {t.number: t for t in study.get_trials()}
     for number, values in before.items():
@@ -90,3 +101,18 @@ slower = {{ lr = 0.05 }}
     assert sorted(t.user_attrs["arm"] for t in complete) == ["baseline", "fast", "slower"]
     retried = {t.user_attrs.get("retry_of") for t in complete} - {None}
     assert retried and all(after[n].state == TrialState.FAIL for n in retried)
+
+
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False
