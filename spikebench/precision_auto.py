@@ -81,8 +81,8 @@ def choose(mode: str, flags: set[str] | None = None) -> tuple[str, str]:
 def measure(fmt: str, steps: int = 3) -> float:
     """Real autocast's median step time over the emulation's, gpt-tiny on one batch."""
     from spikebench import config as cfgmod
+    from spikebench.emulation import EmulatedAutocast
     from spikebench.model import build_model
-    from spikebench.precision import EmulatedAutocast
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
     cfg = cfgmod.load(None, ["model.preset=gpt-tiny"])

@@ -64,11 +64,11 @@ MUTATIONS = (
     Mutation("micro-batch losses are not averaged", "spikebench/train/loop.py",
              "loss = loss / grad_accum", "loss = loss",
              (f"{LOOP}::test_grad_accum_matches_full_batch",)),
-    Mutation("emulated bf16 rounds nothing", "spikebench/precision.py",
+    Mutation("emulated bf16 rounds nothing", "spikebench/emulation.py",
              "            return x if self._is_half(x) else round_to(x, self.dtype)\n",
              "            return x\n",
              (f"{LOOP}::test_emulated_half_precision_in_the_real_loop",)),
-    Mutation("a half result changed in place is not rounded again", "spikebench/precision.py",
+    Mutation("a half result changed in place is not rounded again", "spikebench/emulation.py",
              "version is not None and version == x._version", "version is not None",
              ("tests/test_precision.py::"
               "test_a_half_result_is_not_rounded_again_until_it_changes_in_place",)),
