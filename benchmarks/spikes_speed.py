@@ -26,7 +26,7 @@ from pathlib import Path
 # then the monitor over every row (spikebench.scoring.run.score_log).
 OLD = """
 import json, sys
-import spikebench.spikes.logs as logs
+import spikebench.runs.text as logs
 from spikebench.cli import JSON_EVENT_KEYS
 from spikebench.scoring.run import score_log
 logs._read_plain_csv = lambda *a: None

@@ -388,7 +388,7 @@ def _set_option(p: argparse.ArgumentParser, help: str) -> None:
 
 # Each command's --help: a description above its options and examples below them (written
 # as shown: RawDescriptionHelpFormatter). docs/ embeds this help, and tests/test_docs.py
-# parses every example; `python -m spikebench.config.reference` rewrites the docs' copy.
+# parses every example; `python -m spikebench.doc_pages` rewrites the docs' copy.
 COMMAND_HELP = {
     "spikebench": ("""\
 Measure and tame loss spikes in LM pretraining: run trials and Optuna sweeps over

@@ -138,7 +138,7 @@ def test_json_is_what_the_monitor_finds_row_by_row(capsys, logs, detector):
     # online monitor fed every row, as the command did before.
     from spikebench.cli import JSON_EVENT_KEYS
     from spikebench.scoring.run import score_log
-    from spikebench.spikes.logs import read_log
+    from spikebench.runs.text import read_log
 
     d, _ = logs
     res, _ = run_json(capsys, str(d / "run.csv"), "--detector", detector)
@@ -192,7 +192,7 @@ def test_target_loss_on_one_log(capsys, tmp_path):
 
 
 def test_a_plain_log_keeps_the_fast_reader(capsys, logs, monkeypatch):
-    """A plain CSV is read by spikebench.spikes.logs.read_log as before, not through the
+    """A plain CSV is read by spikebench.runs.text.read_log as before, not through the
     run readers (which build a record per step)."""
     import spikebench.runs.discover as discover
 

@@ -6,8 +6,9 @@ long-format CSV, and plain CSV/JSONL logs and spikebench's own run folders.
 content and layout: :mod:`.detect`, :mod:`.discover`); one module per format reads it.
 Where a source offers several candidate step or loss columns the read stops naming them
 (``--step`` / ``--metric`` choose), so no run is read from a wrong column unsaid
-(:mod:`.columns`). The submodules are imported on use: :mod:`spikebench.spikes.logs`
-imports :mod:`.columns`, and this package must stay light for it.
+(:mod:`.columns`). This package is the one log layer: ``spikebench spikes``, command
+trials (read whole, and followed as they grow: :mod:`.tail`), ``compare``, ``bench`` and
+the run API's consumers read logs only through it. The submodules are imported on use.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A plain CSV log parsed in C: the same columns the careful reader in :mod:`.logs` gives,
+"""A plain CSV log parsed in C: the same columns the careful reader in :mod:`.text` gives,
 for logs of millions of rows (its csv module and cell-by-cell Python take microseconds a
 row: most of a minute for ten million).
 
@@ -51,7 +51,7 @@ class Columns:
 def read_plain_csv(
     path: Path,
     sep: str,
-    pick: Callable[[list[str]], tuple[str, str, str | None]],
+    pick: Callable[[list[str]], tuple[str, str, str | None] | None],
     unique: Callable[[list[str]], list[str]],
     *,
     max_line: int,
@@ -60,7 +60,9 @@ def read_plain_csv(
 ) -> Columns | None:
     """The columns of ``path`` if it is a plain CSV (see the module docstring), else None.
     ``pick`` names the step, loss and grad-norm columns among the header's (made distinct
-    by ``unique``) and raises the reader's error if it cannot."""
+    by ``unique``) and raises the reader's error if it cannot, or answers None: not for
+    this lane. So does a log the run reader merges by step (:func:`.table.build`): a step
+    repeated, a grad norm or injection flag on a row without a loss."""
     data = read_capped(path, max_line)
     if data is None:
         return None
@@ -93,6 +95,8 @@ def read_plain_csv(
     if cells is None:
         return None
     names = pick(cols)  # after the rows are known sound: a ragged row is reported first
+    if names is None:
+        return None
     used = [names[0], names[1]] + [c for c in (names[2], injected_name) if c in cols]
     idx = sorted({cols.index(c) for c in used})
     values = _parse(body, sep, len(cols), idx, len(cells))
@@ -102,12 +106,12 @@ def read_plain_csv(
     col = {c: values[cols.index(c)] for c in used}
 
     keep = ~empty[names[1]]
-    if not keep.any():
+    if not keep.any() or any((~empty[c] & ~keep).any() for c in used[2:]):
         return None
     step = col[names[0]][keep]
     if empty[names[0]][keep].any() or not (
             np.isfinite(step) & (np.floor(step) == step) & (step >= 0)
-            & (step < float(max_step) + 1)).all():
+            & (step < float(max_step) + 1)).all() or not _distinct(step):
         return None
     grad = missing = injected = None
     if names[2] is not None:
@@ -116,6 +120,10 @@ def read_plain_csv(
     if injected_name in cols:
         injected = ~empty[injected_name][keep] & (col[injected_name][keep] != 0)
     return Columns(names, step, col[names[1]][keep], grad, missing, injected)
+
+
+def _distinct(step: np.ndarray) -> bool:
+    return bool((np.diff(step) > 0).all()) or len(np.unique(step)) == len(step)
 
 
 def read_capped(path: Path, max_line: int) -> bytes | None:

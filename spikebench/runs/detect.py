@@ -35,7 +35,7 @@ from pathlib import Path
 from spikebench.runs import columns
 
 HEAD = 1 << 16  # bytes read to decide
-# Formats read by spikebench.spikes.logs.read_log, the fast reader of big plain logs.
+# Formats read by spikebench.runs.text.read_log, the fast lane of big plain logs.
 FLAT = ("csv", "jsonl", "wandb-history", "lightning-csv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt")

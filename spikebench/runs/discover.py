@@ -33,7 +33,7 @@ from spikebench.runs import hf, lightning, long_csv, mlflow, plain, tensorboard,
 from spikebench.runs.columns import MissingColumn
 from spikebench.runs.detect import detect_file, detect_folder
 from spikebench.runs.model import RunLog
-from spikebench.spikes.logs import check_file
+from spikebench.runs.text import check_file
 
 LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
 ONE_RUN_FOLDERS = ("hf-trainer-state", "mlflow", "spikebench", "lightning-csv")

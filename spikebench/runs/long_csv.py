@@ -17,7 +17,7 @@ from spikebench.errors import UserError
 from spikebench.runs import columns
 from spikebench.runs.model import RunLog
 from spikebench.runs.table import build, series_table
-from spikebench.spikes.logs import _numeric, read_table
+from spikebench.runs.text import numeric, read_table
 
 FORMAT = "long-csv"
 RUN_COLUMNS = ("dir_name", "run")
@@ -32,8 +32,8 @@ def read(path: Path, *, name: str, prefix: str = "", step: str | None = None,
     run_col = next(iter(columns.find(cols, RUN_COLUMNS)), None)
     others = [c for c in cols if c not in (tag_col, value_col, run_col)]
     step_col, note = columns.pick_step(str(path), others, step)
-    steps = _numeric(cells[step_col], step_col, path, required=True)
-    values = _numeric(cells[value_col], value_col, path, required=True)
+    steps = numeric(cells[step_col], step_col, path, required=True)
+    values = numeric(cells[value_col], value_col, path, required=True)
     runs: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for i, (tag, s, v) in enumerate(zip(cells[tag_col], steps, values, strict=True)):
         if v is None:

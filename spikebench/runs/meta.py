@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from spikebench.errors import UserError
-from spikebench.spikes.logs import check_file, parse_json
+from spikebench.runs.text import check_file
+from spikebench.spikes.logs import parse_json
 
 MAX_BYTES = 64 << 20  # a metadata file past this is not metadata
 

@@ -11,14 +11,16 @@ from typing import Any
 from spikebench.runs import meta
 from spikebench.runs.model import RunLog
 from spikebench.runs.table import build, flatten, seed_of
-from spikebench.spikes.logs import read_table
+from spikebench.runs.text import read_table
 
 
 def read_file(path: Path, *, name: str, fmt: str, step: str | None = None,
               metric: str | None = None, grad_metric: str | None = None,
-              params: dict[str, Any] | None = None, seed: int | None = None) -> RunLog:
-    """A CSV/TSV or JSONL log, every column read (validation loss and learning rate too)."""
-    cols, cells = read_table(path)
+              params: dict[str, Any] | None = None, seed: int | None = None,
+              table: tuple[list[str], Any] | None = None) -> RunLog:
+    """A CSV/TSV or JSONL log, every column read (validation loss and learning rate too);
+    ``table``: its columns and cells where already read."""
+    cols, cells = table or read_table(path)
     return build(path, cols, cells, name=name, fmt=fmt, step=step, metric=metric,
                  grad_metric=grad_metric, params=params, seed=seed)
 

@@ -3,7 +3,8 @@
 Every reader ends here: CSV/JSONL columns as read, a trainer_state's log_history, a
 TensorBoard or MLflow run's series laid out one row per logged value. Rows are merged by
 step (a W&B or Lightning log writes a step's training row and its evaluation row apart),
-the last value of a repeated step winning as in :func:`spikebench.spikes.logs.read_log`.
+the last value of a repeated step winning (a restarted run logs steps again), which the
+run's note says.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from spikebench.runs.columns import (
     pick_step,
 )
 from spikebench.runs.model import RunLog
-from spikebench.spikes.logs import MAX_STEP, Log, _frame, _numeric
+from spikebench.runs.text import numeric
+from spikebench.spikes.logs import MAX_STEP, Log, make_frame
 
 STEP_KEY = "\0step"  # the step of formats that carry their own (TensorBoard, MLflow)
 MAX_DEPTH = 32  # nesting kept in params; deeper (or recursive YAML) is cut
@@ -66,12 +68,13 @@ def build(path: Path, cols: Sequence[str], cells: Mapping[str, list], *, name: s
         series[key] = col = pick_optional(rest, names, used)
         used.append(col)
     series[M.INJECTED] = M.INJECTED if M.INJECTED in rest else None
-    # _numeric names the source in its errors as given: the run's own name where a file
+    # numeric names the source in its errors as given: the run's own name where a file
     # holds several.
-    values = {key: _numeric(cells[col], col, where, required=key == M.TRAIN_LOSS)  # type: ignore[arg-type]
+    values = {key: numeric(cells[col], col, where, required=key == M.TRAIN_LOSS)  # type: ignore[arg-type]
               for key, col in series.items() if col is not None}
-    steps = _numeric(cells[step_col], step_name, where, required=True)  # type: ignore[arg-type]
+    steps = numeric(cells[step_col], step_name, where, required=True)  # type: ignore[arg-type]
     by_step: dict[int, dict[str, Any]] = {}
+    repeated: set[int] = set()
     for i, s in enumerate(steps):
         row = {k: v[i] for k, v in values.items() if v[i] is not None}
         if not row:
@@ -82,16 +85,28 @@ def build(path: Path, cols: Sequence[str], cells: Mapping[str, list], *, name: s
             what_s = "missing step" if s is None else f"step {s!r} is not an integer"
             raise UserError(f"{where}: {what} {step_name!r}, row {i + 1}: {what_s}")
         if not 0 <= s <= MAX_STEP:
-            raise UserError(f"{where}: {what} {step_name!r}, row {i + 1}: step {s!r} is out "
-                            "of range (allowed: 0 to 2**53 - 1)")
-        by_step.setdefault(int(s), {M.STEP: int(s)}).update(row)
+            raise UserError(f"{where}: {what} {step_name!r}, row {i + 1}: step "
+                            f"{cells[step_col][i]!r} is out of range (allowed: 0 to 2**53 - 1)")
+        rec = by_step.setdefault(int(s), {M.STEP: int(s)})
+        if M.TRAIN_LOSS in row and M.TRAIN_LOSS in rec:
+            repeated.add(int(s))
+        rec.update(row)
     records = [by_step[k] for k in sorted(by_step)]
     if not any(M.TRAIN_LOSS in r for r in records):
         raise UserError(f"{where}: {what} {loss_col!r} has no values with a step")
     return RunLog(name=name, path=path, format=fmt, records=records, step_column=step_name,
                   loss_column=loss_col, params=params or {}, seed=seed,
                   grad_column=grad_col if any(M.GRAD_NORM in r for r in records) else None,
-                  note="; ".join(n for n in (note, step_note, loss_note) if n))
+                  note="; ".join(n for n in (note, step_note, loss_note, _repeats(repeated))
+                                 if n))
+
+
+def _repeats(steps: set[int]) -> str:
+    if not steps:
+        return ""
+    first = sorted(steps)[:3]
+    return (f"{len(steps)} step(s) logged more than once (a restart?), e.g. "
+            f"{', '.join(map(str, first))}: the last value of each read")
 
 
 def series_table(series: Mapping[str, Sequence[tuple[int, float]]]
@@ -123,7 +138,7 @@ def to_log(run: RunLog) -> Log:
         missing = [M.GRAD_NORM not in r for r in rows]
     if any(M.INJECTED in r for r in rows):
         injected = [bool(r.get(M.INJECTED)) for r in rows]
-    frame = _frame([r[M.STEP] for r in rows], [r[M.TRAIN_LOSS] for r in rows], grad, missing,
+    frame = make_frame([r[M.STEP] for r in rows], [r[M.TRAIN_LOSS] for r in rows], grad, missing,
                    injected)
     return Log(str(run.path), frame, run.step_column, run.loss_column, run.grad_column,
                run.note)

@@ -22,7 +22,7 @@ from spikebench.errors import UserError
 from spikebench.runs import meta
 from spikebench.runs.model import RunLog
 from spikebench.runs.table import build, flatten, plain_value, scalar_text, seed_of
-from spikebench.spikes.logs import read_table
+from spikebench.runs.text import read_table
 
 HISTORY, CHART = "wandb-history", "wandb-chart"
 CONFIG_PREFIXES = ("config/", "config.")

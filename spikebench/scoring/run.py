@@ -222,7 +222,7 @@ def summarize(
 
 
 def score_log(log, *, rule: str = "default", gap: int = 5) -> dict[str, Any]:
-    """:func:`summarize` over a log read by :func:`spikebench.spikes.logs.read_log` (its
+    """:func:`summarize` over a log read by :func:`spikebench.runs.text.read_log` (its
     ``loss``/``grad_norm`` columns): what ``spikebench spikes`` prints, by the code the
     trainer scores its own records with."""
     f, n = log.frame, len(log.frame)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from spikebench.spikes.logs import read_log
+from spikebench.runs.text import read_log
 from spikebench.spikes.offline import score_log
 
 VOCAB, BLOCK = 64, 32

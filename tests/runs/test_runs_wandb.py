@@ -63,7 +63,8 @@ def test_a_chart_export_of_two_runs_reads_both_by_name(capsys, hf_out):
     assert table[2].split()[:3] == ["run-a", "wandb-chart", "50"]
     assert table[3].split()[:3] == ["run-b", "wandb-chart", "50"]
     # The old reader, asked directly, no longer takes the first run's column either.
-    from spikebench.spikes.logs import UserError, read_log
+    from spikebench.errors import UserError
+    from spikebench.runs.text import read_log
 
     try:
         read_log(path)

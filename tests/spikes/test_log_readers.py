@@ -1,4 +1,4 @@
-"""The fast readers (spikebench.spikes.csv_fast for plain CSV, json's C scanner for JSONL) read
+"""The fast readers (spikebench.runs.csv_fast for plain CSV, json's C scanner for JSONL) read
 exactly what the careful cell-by-cell reader reads, and refuse exactly what it refuses (then
 the careful reader words the error); and what is not a log file is refused before it is
 opened or held in memory."""
@@ -13,8 +13,11 @@ from fuzzkit import deadline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import spikebench.spikes.logs as logs
-from spikebench.spikes.logs import MAX_LINE, UserError, json_lines, read_log
+import spikebench.runs.text as logs
+import spikebench.spikes.logs as spikes_logs
+from spikebench.errors import UserError
+from spikebench.runs.text import read_log
+from spikebench.spikes.logs import MAX_LINE, json_lines
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -213,6 +216,7 @@ def test_an_endless_line_is_refused_with_its_number(tmp_path, name):
 @pytest.mark.parametrize("name", ["log.csv", "log.jsonl"])
 def test_the_cap_is_on_characters_without_the_newline(tmp_path, monkeypatch, fast, name):
     monkeypatch.setattr(logs, "MAX_LINE", 40)
+    monkeypatch.setattr(spikes_logs, "MAX_LINE", 40)  # json_lines' cap
     if not fast:
         monkeypatch.setattr(logs, "_read_plain_csv", lambda *a: None)
         monkeypatch.setattr(logs, "_jsonl_objects", lambda *a: None)

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from spikebench.spikes.logs import UserError, read_log
+from spikebench.errors import UserError
+from spikebench.runs.text import read_log
 
 
 def write(tmp_path, name, text):

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from spikebench.cli import main
-from spikebench.spikes.logs import UserError, read_log
+from spikebench.errors import UserError
+from spikebench.runs.text import read_log
 
 
 def _refused(tmp_path, name, content, *needles):
