@@ -85,11 +85,11 @@ lint: install
 	$(BIN)/ruff check spikebench tests benchmarks
 
 # The documentation site: the pages written from the code (the configuration reference, each
-# command's --help), then `mkdocs build --strict` into site/ (git-ignored). The docs extra is
-# installed where MkDocs is missing.
+# command's --help, the public API, the layout), then `mkdocs build --strict` into site/
+# (git-ignored). The docs extra is installed where MkDocs is missing.
 docs: install
 	@$(BIN)/python -c "import mkdocs, material" 2>/dev/null || $(BIN)/pip install -q -e '.[docs]'
-	$(BIN)/python -m spikebench.config.reference
+	$(BIN)/python -m spikebench.doc_pages
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:

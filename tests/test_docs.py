@@ -3,8 +3,9 @@
 - Every ``spikebench ...`` command line in a fenced code block parses with the real parser
   (so a renamed or removed flag fails here, not in a reader's terminal), ``--help`` of it
   exits 0, and a block that shows ``--dry-run`` runs it; every ``make TARGET`` is a target.
-- The generated pages (the configuration reference, each command's embedded ``--help``)
-  equal what ``python -m spikebench.config.reference`` writes now.
+- The generated pages (the configuration reference, each command's embedded ``--help``,
+  the public API, the layout) equal what ``python -m spikebench.doc_pages`` writes now.
+- Every repository path written in the docs (``spikebench/...``, ``tests/...``, ...) exists.
 - README.md is at most 200 lines; every docs page is in mkdocs.yml's nav; every relative
   link and image points to a file (and a heading, for an anchor); ``mkdocs build
   --strict`` succeeds where MkDocs is installed.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from spikebench import cli
+from spikebench import cli, doc_pages
 from spikebench.config import reference
 from spikebench.config.schema import Config
 
@@ -177,13 +178,25 @@ def test_generated_pages_are_current():
     """The configuration reference exactly; a page with embedded help up to whitespace, as
     argparse's wrapping may differ between Python versions."""
     stale = []
-    for page, text in reference.expected_pages(DOCS).items():
+    for page, text in doc_pages.expected_pages(DOCS).items():
         now = page.read_text(encoding="utf-8") if page.exists() else ""
-        same = now == text if page.name == reference.CONFIG_PAGE else _squash(now) == _squash(text)
+        exact = page.name in (reference.CONFIG_PAGE, doc_pages.API_PAGE)
+        same = now == text if exact else _squash(now) == _squash(text)
         if not same:
             stale.append(_rel(page))
     assert not stale, (f"{', '.join(stale)} differ from what the code writes; run "
                        f"`{reference.GENERATOR}` (or `make docs`) and commit the result")
+
+
+def test_layout_and_api_are_generated_from_the_tree():
+    """The layout block is there and names every package; the API page every package."""
+    layout = (DOCS / doc_pages.LAYOUT_PAGE).read_text(encoding="utf-8")
+    block = layout[layout.index("<!-- layout -->"):layout.index("<!-- end layout -->")]
+    api = (DOCS / doc_pages.API_PAGE).read_text(encoding="utf-8")
+    for pkg in doc_pages.packages():
+        if pkg.count(".") == 1:
+            assert f"| `{pkg.split('.')[1]}/` |" in block, f"layout lacks {pkg}"
+        assert f"## `{pkg}`" in api, f"{doc_pages.API_PAGE} lacks {pkg}"
 
 
 def test_configuration_reference_has_every_key():
@@ -203,14 +216,14 @@ def test_notes_name_existing_keys():
 
 def test_every_command_help_is_embedded():
     embedded = {cmd for page in PAGES
-                for cmd, _ in reference.help_blocks(page.read_text(encoding="utf-8"))}
-    assert embedded == set(reference.parsers())
+                for cmd, _ in doc_pages.help_blocks(page.read_text(encoding="utf-8"))}
+    assert embedded == set(doc_pages.parsers())
 
 
-@pytest.mark.parametrize("command", sorted(reference.parsers()))
+@pytest.mark.parametrize("command", sorted(doc_pages.parsers()))
 def test_help_lists_every_option_on_one_line_with_examples(command):
-    parser = reference.parsers()[command]
-    text = reference.command_help(command)
+    parser = doc_pages.parsers()[command]
+    text = doc_pages.command_help(command)
     lines = text.splitlines()
     formatter = parser._get_formatter()
     for action in parser._actions:
@@ -220,7 +233,7 @@ def test_help_lists_every_option_on_one_line_with_examples(command):
         expanded = formatter._expand_help(action)
         assert any(expanded in line for line in lines), (
             f"{command} --help: the help of {action.option_strings or action.dest} does not "
-            f"fit one line at {reference.HELP_WIDTH} columns: {expanded!r}")
+            f"fit one line at {doc_pages.HELP_WIDTH} columns: {expanded!r}")
     assert "examples:" in text and re.search(r"^  spikebench", text, re.MULTILINE), (
         f"{command} --help shows no example")
 
@@ -294,3 +307,47 @@ def test_mkdocs_build_strict(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+# --- repository paths --------------------------------------------------------------------------
+
+# A path written in a page that names a file the repository does not hold, on purpose.
+NOT_IN_THE_REPOSITORY = {
+    "benchmarks/baselines/gpu.json",  # the GPU suite's baseline, recorded on a GPU (none yet)
+    "sweeps/mine.toml",  # an example of the user's own sweep file
+}
+_TOP = ("spikebench/", "tests/", "benchmarks/", "examples/", "sweeps/", "models/",
+        "monitoring/", "docs/", ".ci/", "reports/example-default")
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:%s)[\w./\\-]*)" % "|".join(map(re.escape, _TOP)))
+
+
+def repo_paths(path: Path) -> list[tuple[int, str]]:
+    """(line, path) of every repository path a page writes; placeholders (``<run-id>``,
+    ``*``, ``{...}``) left out."""
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for m in REPO_PATH.finditer(line):
+            text = m.group(1).replace("\\_", "_").rstrip(".,:;)")
+            if not any(c in text for c in "<*{") and not line[m.end():].startswith(("<", "{", "*")):
+                out.append((n, text.split("::")[0]))
+    return out
+
+
+def test_repo_paths_are_found():
+    """The extraction finds what the pages show (a broken pattern would pass the next test)."""
+    found = {p for f in DOC_FILES for _, p in repo_paths(f)}
+    assert {"spikebench/scoring/run.py", "tests/test_docs.py", "sweeps/default.toml"} <= found
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=_rel)
+def test_repository_paths_exist(path):
+    missing = [f"{_rel(path)}:{n}: {p}" for n, p in repo_paths(path)
+               if p not in NOT_IN_THE_REPOSITORY and not (ROOT / p).exists()]
+    assert not missing, "paths the page names that are not in the repository: " + ", ".join(missing)
+
+
+def test_paths_not_in_the_repository_are_still_named():
+    """A stale entry above fails: each is still written somewhere, and still absent."""
+    named = {p for f in DOC_FILES for _, p in repo_paths(f)}
+    for p in NOT_IN_THE_REPOSITORY:
+        assert p in named and not (ROOT / p).exists(), p

@@ -125,7 +125,7 @@ def log_speed(run_dir: Path, suite: Suite, where: str) -> dict[str, Any]:
     (robust to the slow first steps), and the column's name. The log is the trainer's
     ``log``, else the run API's ``metrics.jsonl``. A named column the log lacks is one
     line naming the key, the value and the columns there are."""
-    from spikebench.spikes.logs import _find
+    from spikebench.runs.columns import find
     from spikebench.sweep.command import API_LOG, LogReader
 
     name = suite.spec.trainer["log"] or API_LOG
@@ -134,7 +134,7 @@ def log_speed(run_dir: Path, suite: Suite, where: str) -> dict[str, Any]:
     named = suite.perf.columns
     out: dict[str, Any] = {}
     for kind in named or COLUMN_NAMES:
-        col = _find(keys, (named[kind],) if named else COLUMN_NAMES[kind])
+        col = next(iter(find(keys, (named[kind],) if named else COLUMN_NAMES[kind])), None)
         if col is None:
             if named:
                 has = ", ".join(repr(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")

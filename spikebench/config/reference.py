@@ -1,33 +1,23 @@
-"""The reference pages written from the code, so that they cannot drift from it.
+"""The configuration reference, written from the code so that it cannot drift from it.
 
-- ``docs/configuration.md``: every key of :class:`~spikebench.config.schema.Config`, its
-  default and its allowed range, read from the dataclasses and their field metadata; the
-  description is the comment beside the field in ``schema.py``.
-- The help of each command, embedded in the docs page of that command between the markers
-  ``<!-- help: spikebench CMD -->`` and ``<!-- end help -->``, written by argparse from
-  :func:`spikebench.cli.build_parser` at a fixed width.
-
-``python -m spikebench.config.reference`` rewrites both (``make docs`` runs it);
-``--check`` only compares, exiting 1 when a page differs. ``tests/test_docs.py`` fails when
-the committed pages differ from what this writes now.
+``docs/configuration.md`` lists every key of :class:`~spikebench.config.schema.Config`, its
+default and its allowed range, read from the dataclasses and their field metadata; the
+description is the comment beside the field in ``schema.py`` (else :data:`NOTES`).
+:mod:`spikebench.doc_pages` writes it with the other generated pages
+(``python -m spikebench.doc_pages``, which ``make docs`` runs).
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import contextlib
 import dataclasses
 import inspect
 import io
 import math
-import os
 import re
-import sys
 import tokenize
 import types
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,12 +25,7 @@ from spikebench.config.schema import Config
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CONFIG_PAGE = "configuration.md"
-HELP_WIDTH = 100  # columns the embedded help is wrapped to, whatever the terminal
-GENERATOR = "python -m spikebench.config.reference"
-
-_HELP_BLOCK = re.compile(
-    r"(<!-- help: (?P<cmd>spikebench(?: [a-z]+)?) -->\n)(?P<body>.*?)(<!-- end help -->)",
-    re.DOTALL)
+GENERATOR = "python -m spikebench.doc_pages"  # writes every generated page
 
 _PREAMBLE = f"""\
 # Configuration reference
@@ -264,103 +249,3 @@ def config_reference() -> str:
             parts.append(f"| `{key}` | {_default(default)} | "
                          f"{_allowed(hints[f.name], dict(f.metadata))} | {text} |\n")
     return "".join(parts)
-
-
-# --- the command-line help -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _fixed_terminal() -> Iterator[None]:
-    """argparse wraps to $COLUMNS; colour off (Python 3.14 colours help on a terminal)."""
-    saved = {k: os.environ.get(k) for k in ("COLUMNS", "NO_COLOR", "PYTHON_COLORS")}
-    os.environ.update(COLUMNS=str(HELP_WIDTH + 2), NO_COLOR="1", PYTHON_COLORS="0")
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def parsers() -> dict[str, argparse.ArgumentParser]:
-    """``{"spikebench": the top-level parser, "spikebench train": its subparser, ...}``."""
-    from spikebench.cli import build_parser
-
-    top = build_parser()
-    out = {"spikebench": top}
-    for action in top._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out[f"spikebench {name}"] = sub
-    return out
-
-
-def command_help(command: str) -> str:
-    """What ``COMMAND --help`` prints, wrapped to :data:`HELP_WIDTH` columns."""
-    with _fixed_terminal():
-        return parsers()[command].format_help()
-
-
-def _help_block(command: str) -> str:
-    return f"```text\n{command_help(command).rstrip()}\n```\n"
-
-
-def with_help(text: str) -> str:
-    """``text`` with every embedded help block rewritten from the parser."""
-    known = parsers()
-
-    def fill(m: re.Match) -> str:
-        cmd = m.group("cmd")
-        if cmd not in known:
-            raise SystemExit(f"help block for unknown command {cmd!r}")
-        return m.group(1) + _help_block(cmd) + m.group(4)
-
-    return _HELP_BLOCK.sub(fill, text)
-
-
-def help_blocks(text: str) -> list[tuple[str, str]]:
-    """The (command, body) of each embedded help block in ``text``."""
-    return [(m.group("cmd"), m.group("body")) for m in _HELP_BLOCK.finditer(text)]
-
-
-# --- writing ---------------------------------------------------------------------------------
-
-
-def expected_pages(docs: Path = DOCS) -> dict[Path, str]:
-    """Every generated page, or page with generated parts, as the code writes it now."""
-    out = {docs / CONFIG_PAGE: config_reference()}
-    for page in sorted(docs.glob("*.md")):
-        if page.name == CONFIG_PAGE:
-            continue
-        text = page.read_text(encoding="utf-8")
-        if help_blocks(text):
-            out[page] = with_help(text)
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=GENERATOR, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 if a page differs from what the code writes")
-    ap.add_argument("--docs", type=Path, default=DOCS, help="docs folder (default: docs/)")
-    args = ap.parse_args(argv)
-    stale = []
-    for page, text in expected_pages(args.docs).items():
-        old = page.read_text(encoding="utf-8") if page.exists() else None
-        if old == text:
-            continue
-        stale.append(page)
-        if not args.check:
-            page.write_text(text, encoding="utf-8")
-            print(f"wrote {page}")
-    if args.check and stale:
-        print("out of date: " + ", ".join(str(p) for p in stale)
-              + f"; run `{GENERATOR}`", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
