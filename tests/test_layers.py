@@ -20,7 +20,6 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spikebench"
 
