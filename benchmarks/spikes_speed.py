@@ -27,7 +27,7 @@ from pathlib import Path
 OLD = """
 import json, sys
 import spikebench.runs.text as logs
-from spikebench.cli import JSON_EVENT_KEYS
+from spikebench.runs.spikes_command import JSON_EVENT_KEYS
 from spikebench.scoring.run import score_log
 logs._read_plain_csv = lambda *a: None
 res = score_log(logs.read_log(sys.argv[1]))

@@ -136,9 +136,9 @@ def test_plot_path_must_be_a_png_file(capsys, logs, plot):
 def test_json_is_what_the_monitor_finds_row_by_row(capsys, logs, detector):
     # The command scores a log whole (spikebench.spikes.offline); the reference is the
     # online monitor fed every row, as the command did before.
-    from spikebench.cli import JSON_EVENT_KEYS
-    from spikebench.scoring.run import score_log
+    from spikebench.runs.spikes_command import JSON_EVENT_KEYS
     from spikebench.runs.text import read_log
+    from spikebench.scoring.run import score_log
 
     d, _ = logs
     res, _ = run_json(capsys, str(d / "run.csv"), "--detector", detector)

@@ -45,13 +45,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 # (importing file, module, name): why it is still there. Each must still occur.
 KNOWN_PRIVATE = {
-    ("spikebench/cli.py", "spikebench.runs.discover", "_is_dir"):
-        "`spikebench spikes`'s code, moving out of cli.py (issue 44, item 3)",
     ("spikebench/sweep/command.py", "spikebench.spikes.logs", "_find"):
         "command trials' column names; the one log layer (issue 44, item 1) replaces them",
-    ("spikebench/spikes/offline_events.py", "spikebench.spikes.events", "_height"):
-        "the offline events share the online ones' height; one detector core (issue 44, "
-        "item 2) makes them one",
 }
 
 

@@ -46,7 +46,7 @@ class Found:
     skipped: list[str] = field(default_factory=list)  # "<path> (why)", files not read
 
 
-def _is_dir(p: Path) -> bool:
+def is_dir(p: Path) -> bool:
     """Whether ``p`` is a folder; anything else that is not a regular file is refused by
     :func:`check_file` (a FIFO would block, a device never end)."""
     try:
@@ -111,7 +111,7 @@ def discover(path: str | Path, *, step: str | None = None, metric: str | None = 
     """Every run at ``path`` (a file or a folder, see the module docstring)."""
     root = Path(path)
     opts = {"step": step, "metric": metric, "grad_metric": grad_metric}
-    if not _is_dir(root):
+    if not is_dir(root):
         runs = read_file(root, name=root.name, **opts)
         return _unique(Found(runs, single=len(runs) == 1))
     top = root.resolve().name or str(root)
