@@ -215,43 +215,17 @@ def _metrics_options(p: argparse.ArgumentParser) -> None:
 
 
 def _check_metrics(args: argparse.Namespace) -> None:
-    """What serving --metrics-port would refuse, checked without serving (so --dry-run
-    refuses it too, as the README promises): prometheus_client missing, a host that is not
-    a name or address here (idna raises UnicodeError for some), a port that is taken."""
-    port, host = args.metrics_port, args.metrics_host
-    if port is None:
-        return
-    import socket
+    """What --metrics-port would refuse, checked without serving (--dry-run refuses it too)."""
+    from spikebench.live.server import check_listen
 
-    from spikebench.live.server import require_client
-
-    require_client(port)
-    try:  # as prometheus_client picks the address it binds
-        family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                   flags=socket.AI_PASSIVE)[0]
-    except (OSError, UnicodeError, ValueError) as e:
-        raise UserError(f"--metrics-host {host[:100]!r}: not a host name or address to "
-                        f"listen on ({getattr(e, 'strerror', None) or e})") from None
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server sets it
-        try:
-            s.bind(addr)
-        except OSError as e:
-            raise UserError(f"--metrics-port {port}: cannot listen on {host[:100]}:{port} "
-                            f"({e.strerror or e})") from None
+    check_listen(args.metrics_port, args.metrics_host)
 
 
 def _exporter(args: argparse.Namespace):
     """The exporter behind --metrics-port, serving; None without the flag."""
-    if args.metrics_port is None:
-        return None
-    _check_metrics(args)
-    from spikebench.live.exporter import Exporter
-    from spikebench.live.server import serve
+    from spikebench.live.server import start_exporter
 
-    ex = Exporter()
-    serve(ex.registry, args.metrics_port, args.metrics_host)
-    return ex
+    return start_exporter(args.metrics_port, args.metrics_host)
 
 
 def _set_option(p: argparse.ArgumentParser, help: str) -> None:

@@ -62,3 +62,40 @@ def require_client(port: int | None) -> None:
     except ImportError:
         raise UserError(f"--metrics-port {port}: needs prometheus_client (pip install "
                         "'spikebench[monitor]')") from None
+
+
+def check_listen(port: int | None, host: str) -> None:
+    """What serving on ``host:port`` would refuse, checked without serving (so ``--dry-run``
+    refuses it too): prometheus_client missing, a host that is not a name or address here
+    (idna raises UnicodeError for some), a port that is taken. None: no endpoint asked for."""
+    if port is None:
+        return
+    import socket
+
+    require_client(port)
+    try:  # as prometheus_client picks the address it binds
+        family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                   flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError, ValueError) as e:
+        raise UserError(f"--metrics-host {host[:100]!r}: not a host name or address to "
+                        f"listen on ({getattr(e, 'strerror', None) or e})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server sets it
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise UserError(f"--metrics-port {port}: cannot listen on {host[:100]}:{port} "
+                            f"({e.strerror or e})") from None
+
+
+def start_exporter(port: int | None, host: str) -> Any:
+    """The :class:`~spikebench.live.exporter.Exporter` behind ``--metrics-port``, serving;
+    None without a port."""
+    if port is None:
+        return None
+    check_listen(port, host)
+    from spikebench.live.exporter import Exporter
+
+    ex = Exporter()
+    serve(ex.registry, port, host)
+    return ex
