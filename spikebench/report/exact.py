@@ -44,6 +44,7 @@ class Interval:
     m: int | None = None  # the second sample's size, for a two-sample (unpaired) interval
 
 
+@lru_cache(maxsize=32)
 def _signs(n: int) -> np.ndarray:
     if n <= EXACT_UP_TO:
         return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
@@ -92,13 +93,14 @@ def min_pairs(alpha: float = ALPHA) -> int:
 MIN_PAIRS = min_pairs()
 
 
-def _boundary(p_of, inside: float, outside: float, breaks: Sequence[float]) -> float:
+def _boundary(p_of, inside: float, outside: float, breaks: Sequence[float],
+              alpha: float = ALPHA) -> float:
     """The edge of the accepted set between an accepted and a rejected point (bisection),
     snapped to a data point it lands on (where the test's p-value jumps), so an interval
     ends at 0, not at 2e-10."""
-    for _ in range(80):
+    for _ in range(64):  # 2^-64 of the bracket: far below any printed digit
         mid = (inside + outside) / 2
-        if p_of(mid) >= ALPHA:
+        if p_of(mid) >= alpha:
             inside = mid
         else:
             outside = mid
@@ -137,10 +139,13 @@ def ratio_p(a: Sequence[float], b: Sequence[float], ratio: float, side: int = 0)
     return sign_flip_p([x - ratio * y for x, y in zip(a, b, strict=True)], side)
 
 
-def relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+def relative_interval(a: Sequence[float], b: Sequence[float],
+                      alpha: float = ALPHA) -> Interval:
     """mean(a) / mean(b) - 1 over matched pairs, and the exact interval of relative changes
-    c that :func:`ratio_p` does not reject at ratio 1 + c (a ratio of means, so one seed
-    with a tiny baseline cannot dominate)."""
+    c that :func:`ratio_p` does not reject at ratio 1 + c at two-sided level ``alpha`` (a
+    ratio of means, so one seed with a tiny baseline cannot dominate). With positive
+    baselines each one-sided p is monotone in c (every a - c b falls as c grows), so the
+    values not rejected form one interval and bisection finds its ends."""
     a_, b_ = [float(x) for x in a], [float(x) for x in b]
     method = "exact sign-flip interval (ratio of means)"
     n = len(a_)
@@ -153,20 +158,27 @@ def relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
         return Interval(math.inf if ma > 0 else None, None, None, n, method,
                         "the baseline's mean is 0")
     value = ma / mb - 1
-    if n < MIN_PAIRS:
+    need = min_pairs(alpha)
+    if n < need:
         return Interval(value, None, None, n, method,
-                        f"{n} pair(s): an exact test needs {MIN_PAIRS}")
+                        f"{n} pair(s): an exact test at {100 * (1 - alpha):.4g}% needs {need}")
 
     def p_of(c):
         return ratio_p(a_, b_, 1 + c)
 
     breaks = [x / y - 1 for x, y in zip(a_, b_, strict=True) if y != 0]
-    lo = _boundary(p_of, value, -1.0, breaks) if p_of(-1.0) < ALPHA else -1.0
+    return _ratio_ends(p_of, value, breaks, alpha, n, method)
+
+
+def _ratio_ends(p_of, value: float, breaks: list[float], alpha: float, n: int, method: str,
+                m: int | None = None) -> Interval:
+    """The interval of relative changes c (at least -1) whose p_of(c) is at least alpha."""
+    lo = _boundary(p_of, value, -1.0, breaks, alpha) if p_of(-1.0) < alpha else -1.0
     far = max(1.0, 2 * abs(value))
-    while p_of(far) >= ALPHA and far < 1e9:
+    while p_of(far) >= alpha and far < 1e9:
         far *= 4
-    hi = _boundary(p_of, value, far, breaks) if p_of(far) < ALPHA else math.inf
-    return Interval(value, lo, hi, n, method)
+    hi = _boundary(p_of, value, far, breaks, alpha) if p_of(far) < alpha else math.inf
+    return Interval(value, lo, hi, n, method, "", m)
 
 
 def t_interval(values: Sequence[float], lo: float | None = None,
@@ -204,11 +216,11 @@ def t_quantile(p: float, df: int) -> float:
 
 def _t_cdf(t: float, df: int) -> float:
     x = df / (df + t * t)
-    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    tail = 0.5 * betainc(df / 2, 0.5, x)
     return 1 - tail if t >= 0 else tail
 
 
-def _betainc(a: float, b: float, x: float) -> float:
+def betainc(a: float, b: float, x: float) -> float:
     """Regularised incomplete beta I_x(a, b), by its continued fraction (Lentz)."""
     if x <= 0:
         return 0.0
@@ -217,7 +229,7 @@ def _betainc(a: float, b: float, x: float) -> float:
     front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
                      + a * math.log(x) + b * math.log1p(-x))
     if x > (a + 1) / (a + b + 2):
-        return 1.0 - _betainc(b, a, 1 - x)
+        return 1.0 - betainc(b, a, 1 - x)
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
     d = 1.0 / (d if abs(d) > tiny else tiny)
@@ -318,9 +330,11 @@ MIN_RUNS = min_runs()
 TWO_SAMPLE = "exact two-sample permutation test"
 
 
-def _too_few(n: int, m: int) -> str:
-    return (f"{n} and {m} run(s): the {TWO_SAMPLE} cannot reject anything with fewer than "
-            f"{math.ceil(2 / ALPHA)} splits (e.g. {MIN_RUNS} and {MIN_RUNS} runs)")
+def _too_few(n: int, m: int, alpha: float = ALPHA) -> str:
+    k = min_runs(alpha)
+    return (f"{n} and {m} run(s): the {TWO_SAMPLE} cannot reject anything at "
+            f"{100 * (1 - alpha):.4g}% with fewer than {math.ceil(2 / alpha)} splits (e.g. {k} and "
+            f"{k} runs)")
 
 
 def two_sample_p(a: Sequence[float], b: Sequence[float], side: int = 0,
@@ -370,9 +384,13 @@ def two_sample_ratio_p(a: Sequence[float], b: Sequence[float], ratio: float,
     return _TwoSample(a, b).p(side, ratio=ratio)
 
 
-def two_sample_relative_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+def two_sample_relative_interval(a: Sequence[float], b: Sequence[float],
+                                 alpha: float = ALPHA) -> Interval:
     """mean(a) / mean(b) - 1 over two independent samples, and the exact interval of
-    relative changes c that :func:`two_sample_ratio_p` does not reject at 1 + c."""
+    relative changes c that :func:`two_sample_ratio_p` does not reject at 1 + c at two-sided
+    level ``alpha``. With positive b each split's difference from the observed one grows
+    with c, so each one-sided p is monotone in c and the values not rejected are one
+    interval."""
     a_, b_ = [float(x) for x in a], [float(x) for x in b]
     method = "exact two-sample permutation interval (ratio of means)"
     n, m = len(a_), len(b_)
@@ -385,17 +403,12 @@ def two_sample_relative_interval(a: Sequence[float], b: Sequence[float]) -> Inte
         return Interval(math.inf if ma > 0 else None, None, None, n, method,
                         "the baseline's mean is 0", m)
     value = ma / mb - 1
-    if not two_sample_can_reject(n, m):
-        return Interval(value, None, None, n, method, _too_few(n, m), m)
+    if not two_sample_can_reject(n, m, alpha):
+        return Interval(value, None, None, n, method, _too_few(n, m, alpha), m)
     test = _TwoSample(a_, b_)
 
     def p_of(c):
         return test.p(0, ratio=1 + c)
 
     breaks = [x / y - 1 for x in a_ for y in b_ if y != 0]
-    lo = _boundary(p_of, value, -1.0, breaks) if p_of(-1.0) < ALPHA else -1.0
-    far = max(1.0, 2 * abs(value))
-    while p_of(far) >= ALPHA and far < 1e9:
-        far *= 4
-    hi = _boundary(p_of, value, far, breaks) if p_of(far) < ALPHA else math.inf
-    return Interval(value, lo, hi, n, method, "", m)
+    return _ratio_ends(p_of, value, breaks, alpha, n, method, m)

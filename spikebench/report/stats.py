@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from spikebench.report.exact import betainc
+
 LEVEL = 0.95
 
 
@@ -34,7 +36,11 @@ NONE = Estimate(None, None, None, 0, "no data")
 
 
 def _binom_cdf(k: int, n: int, p: float) -> float:
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+    """P(X <= k) for X ~ Binomial(n, p), as I_(1-p)(n - k, k + 1) by its continued
+    fraction: no sum of n terms, so the seeds-to-settle search can try large n."""
+    if k < 0:
+        return 0.0
+    return 1.0 if k >= n else betainc(n - k, k + 1, 1 - p)
 
 
 def _bisect(f: Callable[[float], float], target: float, lo: float = 0.0, hi: float = 1.0,

@@ -49,3 +49,33 @@ def test_the_example_is_what_the_current_code_writes(rewritten):
         assert new[part] == old[part], f"{part} differs: run `make example-report`"
     assert len(new["headings"]) >= 14 and len(new["claims"]) == 2 + 3
 
+
+
+def _readme_example() -> tuple[list[str], str]:
+    """The README's table of the example (its cells after the arm's name) and the
+    paragraph after it, minus signs as the report prints them."""
+    readme = (EXAMPLE.parents[1] / "README.md").read_text().replace("−", "-")
+    start = readme.index("| arm | steps to 2.75")
+    table, _, rest = readme[start:].partition("\n\n")
+    cells = [c for row in table.splitlines()[2:] for c in row.split("|")[2:]]
+    return cells, rest[:rest.index("[Reading a report]")]
+
+
+def test_the_readmes_sentences_about_the_example_match_its_report():
+    cells, text = _readme_example()
+    report = (EXAMPLE / "report.md").read_text().replace("\\", "")
+    # Every figure quoted (a table cell, a percentage, an interval's end) is one the
+    # committed report prints, at most rounded to fewer decimals.
+    number = r"[-+]?\d+(?:\.\d+)?(?:e-?\d+)?%?"
+    printed = {(x.endswith("%"), float(x.rstrip("%"))) for x in re.findall(number, report)}
+    for figure in re.findall(number, " ".join(cells) + text):
+        places = len(figure.rstrip("%").partition(".")[2])
+        value = float(figure.rstrip("%"))
+        assert any(p == figure.endswith("%") and round(x, places) == value
+                   for p, x in printed), figure
+    # The verdicts named are those of the judged claims in the report's claims table.
+    rows = _parts((EXAMPLE / "report.md").read_text())["claims"][2:]
+    shown = [re.split(r"(?<!\\)\|", row)[8].strip().split("<br>")[0] for row in rows]
+    said = re.findall(r"\*([a-z ,]+)\*", text)
+    assert len(said) == 1 and shown == [said[0], said[0], "not judged"]
+    assert "Wall time is shown but not judged" in " ".join(text.split())

@@ -36,27 +36,27 @@ def page(built):
 def test_claims_rows_in_markdown(md):
     success = _row(md, "+40% training success")
     assert success[1].startswith("success rate")
-    # Columns: claim, measured as, baseline, recipe, matched, change, p, verdict, seeds.
+    # Columns: claim, measured as, baseline, recipe, matched, change, test, verdict, seeds.
     assert success[2:5] == ["33%", "100%", "3/3"]
-    # 3/3 over 1/3: +200% as a ratio; +67 pp as a difference (Newcombe, a=1, b=2).
-    assert success[5].startswith(r"+200% \[") and success[5].endswith(
-        r"(ratio of rates)<br>+67 pp \[-6 pp, +94 pp\] (difference, approximate)")
-    # McNemar on 2 discordant pairs, one-sided: 0.5^2 = 0.25. Against +40%: 1/3's upper
-    # Clopper-Pearson limit is above 1.4 x 3/3's lower one at every level: p = 1.
-    assert success[6] == "0.25; 1"
-    assert success[7] == ("inconclusive<br>(only 2 discordant pair(s): McNemar needs 6 to "
-                          "reject no change at p &lt; 0.025)")
+    # Wall time is emulated, so success and steps are the family: each at 97.5%. 3/3 over
+    # 1/3: +200%; lower end: 3/3's lower Clopper-Pearson limit at 0.025 / 4, 0.00625^(1/3)
+    # = 0.184, over 1/3's upper one, 0.954: 0.193, so -80.7%. +67 pp as a difference
+    # (Newcombe, a=1, b=2).
+    assert success[5].startswith(r"+200.0% \[-80.7%, +") and success[5].endswith(
+        r"(97.5%) (ratio of rates)<br>+67 pp \[-6 pp, +94 pp\] (difference, approximate, "
+        "no verdict)")
+    assert success[6].startswith("exact test of the ratio of success rates")
+    assert success[7] == "inconclusive<br>(the interval holds both no change and the claim)"
     steps = _row(md, "-25% training time", "steps to target")
     wall = _row(md, "-25% training time", "wall time to target")
-    # 3 pairs, all faster: the one-sided sign-flip test gives 1/2^3 = 0.125. Against -25%,
-    # recipe - 0.75 x baseline is 60 - 60 = 0, 65 - 75 = -10, 70 - 75 = -5: nothing on the
-    # side that would refute the claim, p = 1.
-    assert steps[2:7] == ["93.3", "65", "3/3",
-                          "-30% (no 95% interval: 3 pair(s): an exact test needs 6)",
-                          "0.125; 1"]
-    assert steps[7].startswith("inconclusive<br>(only 3 differing pair(s)")
-    assert wall[2:5] == ["10.3", "6.5", "3/3"] and wall[5].startswith("-37% ")
-    assert wall[7] == "not judged<br>(emulated precision)"
+    # 3 pairs: at 97.5% the sign-flip test needs 7 (its smallest two-sided p is 2 / 2^n).
+    assert steps[2:7] == ["93.3", "65", "3/3<br>missed: recipe 0, baseline 2",
+                          "-30.4% (no 97.5% interval: 3 pair(s): an exact test at 97.5% "
+                          "needs 7)", "exact sign-flip test of recipe - (1 + c) x baseline "
+                          "over matched seeds"]
+    assert steps[7].startswith("inconclusive<br>(no 97.5% interval") and steps[8] == "≥7"
+    assert wall[2:5] == ["10.3", "6.5", "3/3<br>missed: recipe 0, baseline 2"]
+    assert wall[5].startswith("-37.1% ") and wall[7] == "not judged<br>(emulated precision)"
 
 
 def test_strategy_table_cells_in_markdown(md):
@@ -77,8 +77,8 @@ def test_strategy_table_cells_in_markdown(md):
 
 
 def test_the_same_cells_in_html(page):
-    assert "<td>33%</td><td>100%</td><td>3/3</td><td>+200% [" in page
-    assert ("<td>93.3</td><td>65</td><td>3/3</td><td>-30% (no 95% interval: 3 pair(s): an "
-            "exact test needs 6)</td><td>0.125; 1</td><td>inconclusive<br>") in page
+    assert "<td>33%</td><td>100%</td><td>3/3</td><td>+200.0% [-80.7%, +" in page
+    assert ("<td>93.3</td><td>65</td><td>3/3<br>missed: recipe 0, baseline 2</td><td>-30.4% "
+            "(no 97.5% interval: 3 pair(s): an exact test at 97.5% needs 7)</td>") in page
     assert "<details><summary>Detail: " in page
     assert "<td>100% [29%, 100%] (3/3)<br>Δ +67 pp [-6 pp, +94 pp], 3 matched</td>" in page

@@ -80,15 +80,23 @@ def test_rate_ratio_with_unequal_groups():
 def test_unpaired_verdicts_name_their_tests():
     faster = verdicts.judge(([100.0, 105.0, 110.0, 102.0], [300.0, 310.0, 290.0, 305.0]),
                             -0.25, paired=False)
-    assert faster.verdict == verdicts.SUPPORTED
-    assert faster.p_no_change == pytest.approx(1 / 70)
+    assert faster.verdict == verdicts.SUPPORTED and faster.test == verdicts.TIME_TEST_TWO
+    # At 4 and 4 the interval's ends are the extreme ratios the test rejects at 1/70.
+    assert faster.interval.hi == pytest.approx(110 / 290 - 1, abs=1e-6)
     few = verdicts.judge(([100.0, 105.0, 110.0], [300.0, 310.0, 290.0]), -0.25, paired=False)
     assert few.verdict == verdicts.INCONCLUSIVE and "3 and 3" in few.reason
     assert few.seeds_needed == 4 and few.seeds_at_least
+    # In a family of two, 4 and 4 runs (smallest p 1/70) cannot reach 0.0125: 5 and 5 can.
+    fam = verdicts.judge(([100.0, 105.0, 110.0, 102.0], [300.0, 310.0, 290.0, 305.0]),
+                         -0.25, paired=False, family=2)
+    assert fam.verdict == verdicts.INCONCLUSIVE and fam.seeds_needed == 5
     success = verdicts.judge_success(([1.0] * 4, [0.0] * 4), 0.40, paired=False)
-    assert success.reason.startswith("Fisher") and success.p_no_change == pytest.approx(1 / 70)
-    assert "Fisher's exact test" in verdicts.RULES_UNPAIRED
-    assert "two-sample permutation" in verdicts.RULES_UNPAIRED
+    assert success.test == verdicts.SUCCESS_TEST and success.interval.m is None
+    assert success.verdict == verdicts.read(success.interval.lo, success.interval.hi, 0.40)
+    uneven = verdicts.judge_success(([1.0] * 4, [0.0] * 8), 0.40, paired=False)
+    assert uneven.interval.m == 8
+    assert "two-sample permutation" in verdicts.rules(paired=False)
+    assert "valid unpaired" in verdicts.rules(paired=False)
 
 
 def test_a_sweep_study_stays_paired_on_its_baseline_arm(study):

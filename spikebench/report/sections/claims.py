@@ -1,6 +1,7 @@
 """Section 3, the article's headline claims for the combined recipe, measured against the
-baseline on matched seeds, each with a verdict from two one-sided exact tests and their
-p-values (:mod:`spikebench.report.verdicts`).
+baseline on matched seeds, each with its interval, the exact test the interval inverts, and
+the verdict read off that interval (:mod:`spikebench.report.verdicts`); the judged claims
+are one family (Bonferroni).
 
 Time to target is judged as the restricted mean at the budget (a miss counts the budget);
 wall time is judged only on real (not emulated) precision.
@@ -8,6 +9,7 @@ wall time is judged only on real (not emulated) precision.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,7 +33,7 @@ EMULATED = ("wall time is not judged: a compared arm's half precision is emulate
 @dataclass(frozen=True, kw_only=True)
 class ClaimsInfo(Info):
     rows: list[dict[str, Any]] = field(default_factory=list)
-    rules: str = verdicts.RULES
+    rules: str = ""
     notes: list[str] = field(default_factory=list)
     baseline_trial: int | None = None
     recipe_trial: int | None = None
@@ -120,12 +122,14 @@ def info(study: Study) -> ClaimsInfo:
     budget = study.steps
     emulated = _emulated(study, base, recipe)
     paired = study.paired(recipe_arm)
+    judged = [h for h in article.HEADLINES if not (h.key == "time_seconds" and emulated)]
+    family = len(judged)  # the judged claims are one family (Bonferroni)
     rows = []
     for h in article.HEADLINES:
         extra: dict[str, Any] = {}
         if h.key == "success":
             shown = _success_pairs(rs, bs, paired)
-            v = verdicts.judge_success(shown, h.claimed, paired=paired)
+            v = verdicts.judge_success(shown, h.claimed, paired=paired, family=family)
             if paired:
                 pairs = [(i, x, y) for i, (x, y) in enumerate(zip(*shown, strict=True))]
                 extra["points"] = asdict(stats.paired_rate_diff_ci(pairs))
@@ -138,9 +142,11 @@ def info(study: Study) -> ClaimsInfo:
                      else (lambda v: whole_run_seconds(v, budget)))
             shown, missed = (restricted_times if paired else restricted_times_two)(
                 rs, bs, key, bound)
-            v = (verdicts.not_judged(shown, "emulated precision", paired=paired)
-                 if h.key == "time_seconds" and emulated
-                 else verdicts.judge(shown, h.claimed, misses=missed, paired=paired))
+            extra["missed"] = [sum(missed[0]), sum(missed[1])]
+            v = (verdicts.not_judged(shown, "emulated precision", misses=missed, paired=paired)
+                 if h not in judged
+                 else verdicts.judge(shown, h.claimed, misses=missed, paired=paired,
+                                     family=family))
         a, b = shown
         rows.append({
             "key": h.key, "claim": h.text, "metric": h.metric, "claimed": h.claimed,
@@ -149,7 +155,8 @@ def info(study: Study) -> ClaimsInfo:
             "n_pairs": len(a), "n_baseline": len(b), "paired": paired,
             "of": len(set(rs) & set(bs)) if paired else len(rs) + len(bs),
             "relative": asdict(v.interval), "verdict": v.verdict, "why": v.reason,
-            "p_no_change": v.p_no_change, "p_claim": v.p_claim,
+            "test": v.test, "level": v.level, "open_lo": v.open_lo, "open_hi": v.open_hi,
+            "budget_limits": v.budget_limits, "family": family,
             "seeds_needed": v.seeds_needed, "seeds_at_least": v.seeds_at_least, **extra,
         })
     unit = "seed" if paired else "run"
@@ -160,44 +167,91 @@ def info(study: Study) -> ClaimsInfo:
              + ("paired score interval" if paired else "score interval for independent rates")
              + ", approximate, and no verdict rests on it",
              f"time: the restricted mean time to target at the budget ({budget} steps): a miss "
-             f"or a divergence counts the budget, so the estimand is known on every {unit}"]
+             f"or a divergence counts the budget; a miss on either arm opens the interval's "
+             "end on its side (…), printed as a one-sided bound",
+             f"the {family} judged claim(s) are one family: each interval is at "
+             f"{100 * (1 - verdicts.family_alpha(family)):.4g}% (Bonferroni), so together "
+             "they cover at 95% at least"]
     if not paired:
         texts.insert(0, f"the recipe ({recipe_arm}) and the baseline ({base_arm}) share no "
                      "matched seeds, so they are compared as two independent groups of runs, "
-                     "by the exact two-sample permutation test (times) and Fisher's exact test "
-                     "(success)")
+                     "by the exact two-sample permutation test (times) and the exact ratio "
+                     "test of the success rates")
     if emulated:
         texts.append(EMULATED)
     return ClaimsInfo(rows=rows, notes=texts, baseline_trial=base.number,
                       recipe_trial=recipe.number, paired=paired,
-                      rules=verdicts.RULES if paired else verdicts.RULES_UNPAIRED)
+                      rules=verdicts.rules(paired=paired, family=family))
 
 
 COLUMNS = ["Claim (article)", "Measured as", "Baseline", "Recipe", "Matched seeds",
-           "Change [95% CI]", "One-sided p: no change; claim", "Verdict", "Seeds to settle"]
+           "Change [interval] (level)", "Test (the interval inverts it)", "Verdict",
+           "Seeds to settle"]
 
 
-def _p(x: float | None) -> str:
-    return DASH if x is None else f"{x:.3g}"
+def exact_pct(x: float, marks: tuple[float, ...]) -> str:
+    """A relative change in percent with as many decimals as it takes to keep it on its
+    side of every mark (no change, the claim): the printed interval gives the verdict."""
+    if not math.isfinite(x):
+        return pct(x, sign=True)
+    for digits in range(1, 7):
+        text = f"{100 * x:+.{digits}f}%"
+        shown = round(100 * x, digits) / 100
+        if all((shown > m) == (x > m) and (shown < m) == (x < m) for m in marks):
+            break
+    return text.replace("+0.0%", "0%") if x == 0 else text
+
+
+def change_text(r: dict[str, Any]) -> str:
+    """The relative change and its interval as the verdict reads it: an end opened by
+    misses is printed as "…" (-100% below, +inf above) and the estimate as a bound."""
+    iv, claimed = r["relative"], r["claimed"]
+
+    def f(x):
+        return exact_pct(x, (0.0, claimed))
+
+    value, lo, hi = iv.get("value"), iv.get("lo"), iv.get("hi")
+    level = f"{100 * r['level']:.4g}%"
+    if value is None:
+        return DASH
+    if lo is None or hi is None:
+        return f"{f(value)} (no {level} interval: {iv.get('why') or 'no spread'})"
+    open_lo, open_hi = r.get("open_lo"), r.get("open_hi")
+    if open_lo and open_hi:
+        return f"unknown […, …] ({level}): misses on both arms leave it unbounded"
+    est = ("≤ " if open_lo else "≥ " if open_hi else "") + f(value)
+    text = f"{est} [{'…' if open_lo else f(lo)}, {'…' if open_hi else f(hi)}] ({level})"
+    if open_lo:  # only the upper end is a bound: the change is at most hi
+        text += (f": at least {f(-hi).lstrip('+')} shorter" if hi < 0 else
+                 f": at most {f(hi)} longer") + ", one-sided"
+    elif open_hi:
+        text += (f": at least {f(lo)} longer" if lo > 0 else
+                 f": at most {f(-lo).lstrip('+')} shorter") + ", one-sided"
+    return text
 
 
 def _row(r: dict[str, Any], paired: bool = True) -> list[Cell]:
     fmt = pct if r["key"] == "success" else num
-    if r["seeds_needed"] is None:
-        need = "unknown" if r["verdict"] in (verdicts.INCONCLUSIVE, verdicts.REAL) else DASH
+    if r.get("budget_limits"):
+        need = "a longer budget"
+    elif r["seeds_needed"] is None:
+        need = ("unknown" if r["verdict"] in (verdicts.INCONCLUSIVE, verdicts.CONSISTENT)
+                else DASH)
     else:
         need = ("≥" if r["seeds_at_least"] else "") + str(r["seeds_needed"])
-    change = interval(r["relative"], lambda v: pct(v, sign=True))
+    change = change_text(r)
     if "points" in r:
         change += (" (ratio of rates)\n"
                    + interval(r["points"], lambda v: pct(v, sign=True).replace("%", " pp"))
-                   + " (difference, approximate)")
+                   + " (difference, approximate, no verdict)")
+    missed = r.get("missed")
+    counts = (f"{r['n_pairs']}/{r['of']}" if paired
+              else f"{r['n_pairs']} and {r.get('n_baseline')}")
+    if missed and any(missed):
+        counts += f"\nmissed: recipe {missed[0]}, baseline {missed[1]}"
     return [Cell(f"{r['claim']} ({pct(r['claimed'], sign=True)})"), Cell(r["metric"]),
-            Cell(fmt(r["baseline"])), Cell(fmt(r["recipe"])),
-            Cell(f"{r['n_pairs']}/{r['of']}" if paired
-                 else f"{r['n_pairs']} and {r.get('n_baseline')}"), Cell(change),
-            Cell(f"{_p(r['p_no_change'])}; {_p(r['p_claim'])}"),
-            Cell(f"{r['verdict']}\n({r['why']})"), Cell(need)]
+            Cell(fmt(r["baseline"])), Cell(fmt(r["recipe"])), Cell(counts), Cell(change),
+            Cell(r["test"]), Cell(f"{r['verdict']}\n({r['why']})"), Cell(need)]
 
 
 def blocks(c: ClaimsInfo, images: frozenset[str]) -> list[Block]:

@@ -44,8 +44,15 @@ NO_INTERVAL_TWO = ("(no interval), unpaired: groups too small for the exact two-
 SIGN_FLIP = "the sign-flip permutation test on matched seeds"
 TWO_SAMPLE = ("the exact two-sample permutation test of the difference in means, over every "
               "split of the two groups' runs")
-UNADJUSTED = ("marks and intervals are unadjusted for multiplicity: across arms and measures, "
-              "some will exclude zero by chance")
+
+
+def unadjusted(tests: int) -> str:
+    """The marks' multiplicity, stated: how many tests, and how many false marks chance
+    alone would give if no arm changed anything."""
+    return (f"marks and intervals are unadjusted for multiplicity: {tests} tests (arms x "
+            f"measures), each at two-sided p < {exact.ALPHA:g}; if no arm changed anything, "
+            f"about {exact.ALPHA * tests:.1f} false marks would be expected (at most: the "
+            "exact tests are conservative)")
 BETTER, WORSE = "✓", "✗"
 # Measures of the compact table: (key, column, higher is better).
 MEASURES = (("spikes", "Spikes / 1k steps", False), ("steps_to_target", "Steps to target", False),
@@ -215,7 +222,9 @@ def info(study: Study) -> StrategyInfo:
             row["verdicts"] = [(c["claim"], c["metric"].split(" (")[0], c["verdict"])
                                for c in claimed.rows]
         rows.append(row)
-    texts = ([] if compare else [article.SOURCE_NOTE]) + [UNADJUSTED, NO_INTERVAL]
+    tests = sum(1 for r in rows if r.get("status") == "complete" for key, _, _ in MEASURES
+                if (r[key].get("delta") or {}).get("p") is not None)
+    texts = ([] if compare else [article.SOURCE_NOTE]) + [unadjusted(tests), NO_INTERVAL]
     if unpaired:
         texts.append(NO_INTERVAL_TWO)
     if base is None:
