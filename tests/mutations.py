@@ -76,7 +76,7 @@ MUTATIONS = (
              "if n_div else statistics.median(conv))", "if n_div else statistics.mean(conv))",
              ("tests/scoring/test_trial_scores.py",)),
     Mutation("the default detector at one scale fires on noise",
-             "spikebench/spikes/rules.py", "k: float = 5.5,", "k: float = 2.0,",
+             "spikebench/spikes/default_rule.py", "k: float = 5.5,", "k: float = 2.0,",
              ("tests/spikes/test_rules.py",)),
     Mutation("the loss's multi-step evidence takes noise for spikes",
              "spikebench/spikes/evidence.py", "k_peak: float = 5.72", "k_peak: float = 3.0",

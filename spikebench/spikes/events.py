@@ -19,8 +19,9 @@ differences), and from those derive:
   (``TREND_HORIZON`` observations), after which it stays flat. A loss that was still
   falling when it spiked owes the progress it lost, not just its climb above the old level.
 
-All of this is incremental (:class:`EventTracker`), so the online monitor and an offline pass
-over a log produce identical events.
+All of this is incremental (:class:`EventTracker`); the whole-series pass
+(:mod:`.offline_events`) groups flags with numpy but opens, raises and tracks each event by
+the same :class:`Event` methods, so both produce identical events.
 """
 
 from __future__ import annotations
@@ -83,8 +84,46 @@ class Event:
         names = {f.name for f in fields(cls)}
         return cls(**{k: dec_float(v) for k, v in d.items() if k in names})
 
+    # What an event is, one definition for the tracker's row-by-row pass and the
+    # whole-series one (:mod:`.offline_events`): how it opens, how its peak rises, and what
+    # each row it tracks adds to it.
 
-def _height(peak_value: float, level: float, sigma: float | None) -> tuple[float, float | None]:
+    @classmethod
+    def open(cls, metric: str, step: int, value: float, base: tuple, injected: bool) -> Event:
+        """An event whose first flagged row is ``step`` (``value``; a non-finite one is a
+        peak of height inf); ``base`` is the pre-onset ``(level, sigma)`` or ``(level,
+        sigma, trend, lag)`` (see :class:`EventTracker`)."""
+        level, sigma = base[0], base[1]
+        trend, lag = (base[2], base[3]) if len(base) > 2 else (0.0, 0.0)
+        peak = value if math.isfinite(value) else math.inf
+        h, hs = height(peak, level, sigma)
+        return cls(onset=step, peak=step, metric=metric, height_sigma=hs, recovery_steps=0,
+                   area=0.0, recovered=False, end=step, level=level, sigma=sigma,
+                   peak_value=peak, height=h, injected=injected, trend=trend,
+                   trend_start=level + trend * lag)
+
+    def raise_peak(self, step: int, value: float) -> None:
+        """A flagged row of this event: it is the peak if it is higher than the peak so far."""
+        if value > self.peak_value or math.isnan(self.peak_value):
+            self.peak, self.peak_value = step, value
+            self.height, self.height_sigma = height(value, self.level, self.sigma)
+
+    def track(self, step: int, value: float, flagged: bool, finite: bool, injected: bool,
+              dstep: float) -> None:
+        """One row while the event awaits recovery: its area above the pre-spike trend
+        (not on an injected row), the steps so far, and whether it is back at
+        ``level + sigma`` (on an unflagged finite row)."""
+        ref = self.trend_start + self.trend * min(self.n_obs, TREND_HORIZON)
+        self.n_obs += 1
+        if finite and value > ref and not injected:
+            self.area += (value - ref) * dstep
+        self.recovery_steps = step - self.onset
+        if not flagged and finite and value <= self.level + (self.sigma or 0.0):
+            self.recovered = True
+
+
+def height(peak_value: float, level: float, sigma: float | None) -> tuple[float, float | None]:
+    """The ``height`` and ``height_sigma`` of a peak over a pre-onset level and sigma."""
     if not math.isfinite(peak_value):
         return math.inf, math.inf
     h = peak_value - level
@@ -151,25 +190,13 @@ class EventTracker:
                 ev.end = step
                 ev.n_spike_steps += 1
                 ev.injected = ev.injected or injected
-                if peak_cmp > ev.peak_value or math.isnan(ev.peak_value):
-                    ev.peak, ev.peak_value = step, peak_cmp
-                    ev.height, ev.height_sigma = _height(peak_cmp, ev.level, ev.sigma)
+                ev.raise_peak(step, peak_cmp)
                 if ev.recovered:
                     ev.recovered = False
                     if len(self.events) - 1 not in self._pending:
                         self._pending.append(len(self.events) - 1)
             else:
-                base = baseline()
-                level, sigma = base[0], base[1]
-                trend, lag = (base[2], base[3]) if len(base) > 2 else (0.0, 0.0)
-                h, hs = _height(peak_cmp, level, sigma)
-                ev = Event(
-                    onset=step, peak=step, metric=self.metric, height_sigma=hs,
-                    recovery_steps=0, area=0.0, recovered=False, end=step, level=level,
-                    sigma=sigma, peak_value=peak_cmp, height=h, injected=injected,
-                    trend=trend, trend_start=level + trend * lag,
-                )
-                self.events.append(ev)
+                self.events.append(Event.open(self.metric, step, value, baseline(), injected))
                 self._pending.append(len(self.events) - 1)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.pop(0)  # oldest stays unrecovered, provisional count frozen
@@ -180,13 +207,7 @@ class EventTracker:
         for idx in self._pending:
             ev = self.events[idx]
             if not ev.recovered:
-                ref = ev.trend_start + ev.trend * min(ev.n_obs, TREND_HORIZON)
-                ev.n_obs += 1
-                if finite and value > ref and not injected:
-                    ev.area += (value - ref) * dstep
-                ev.recovery_steps = step - ev.onset
-                if not is_spike and finite and value <= ev.level + (ev.sigma or 0.0):
-                    ev.recovered = True
+                ev.track(step, value, is_spike, finite, injected, dstep)
             # The newest event may still be extended by a flag within the gap.
             extendable = idx == newest and self._row - self._last_flag_row <= self.gap
             if not (ev.recovered and not extendable):
@@ -221,8 +242,6 @@ class EventTracker:
         self._row = d["row"]
         self._last_flag_row = d["last_flag_row"]
         self._last_step = d["last_step"]
-
-
 
 
 def local_baseline(

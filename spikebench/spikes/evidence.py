@@ -27,7 +27,8 @@ flags it); nothing judged here can unflag it.
 Verdicts come ``delay`` = ``max_len`` + ``post`` + 1 rows late: the rows are held here,
 so events keep their true onsets, the same online and offline. The work per row is O(1)
 amortised: a run holds at most ``delay`` residuals, and the O(length^2) segment search
-runs only when a run ends.
+runs only when a run ends. Over a whole series (:func:`evidence_flags`) this same code is
+fed only the rows where a run can open and the rows that follow each, which are rare.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from spikebench.spikes.robust import mad_sigma, median
 from spikebench.spikes.rolling import Ring
+from spikebench.spikes.rule_base import Unsupported
 from spikebench.values import dec_float, enc_float
 
 
@@ -210,3 +214,96 @@ class Evidence:
         self.run = run and [float(dec_float(run[0])), float(dec_float(run[1])),
                             [float(dec_float(z)) for z in run[2]], run[3]]
         self.base.load_state_dict(d["base"])
+
+
+# ------------------------------------------------------------- over a whole series
+
+
+class _DiffsAt:
+    """The rule's ring of first differences as :class:`Evidence` reads it, at
+    the row being observed (``k`` differences pushed so far)."""
+
+    def __init__(self, dy: np.ndarray, size: int):
+        self.dy, self.size, self.k = dy, size, 0
+
+    def last(self, m: int) -> list[float]:
+        m = min(m, self.k, self.size)
+        return self.dy[self.k - m:self.k].tolist()
+
+
+class _BaseAt:
+    """The evidence's ring of recent values (``base``), positioned at the observed row."""
+
+    def __init__(self, y: np.ndarray, size: int):
+        self.y, self.size, self.i = y, size, 0
+
+    @property
+    def count(self) -> int:
+        return min(self.i, self.size)
+
+    def last(self, m: int) -> list[float]:
+        m = min(m, self.count)
+        return self.y[self.i - m:self.i].tolist()
+
+    def push(self, _value: float) -> None:
+        self.i += 1
+
+
+def evidence_flags(p: EvidenceParams, st, fin: np.ndarray, min_periods: int,
+                   diff_size: int) -> np.ndarray:
+    """The default rule's final verdicts with multi-step evidence on every row of a series
+    (non-finite ones, ``~fin``, included: they are spikes and end a run), as the monitor
+    pairs them. ``st`` holds the rule's per-row statistics over the finite rows (its
+    array form, :class:`.default_rule.DefaultStats`): ``y``, ``dy``, ``score``, ``level``,
+    ``sig`` and the one-scale verdict ``spike``.
+
+    A row's verdict only changes from False to True when a run it belongs to is judged,
+    and a run opens only on a row whose residual exceeds ``open``: this very evidence code
+    is fed those rows and the run that follows each, nothing else.
+    """
+    nfin = int(fin.sum())
+    flags = np.ones(len(fin), dtype=bool)
+    flags[fin] = st.spike
+    fidx = np.cumsum(fin) - 1  # finite index of each finite row
+    robust = np.zeros(len(fin), dtype=bool)
+    robust[fin] = np.arange(nfin) >= min_periods
+    cands = np.flatnonzero(robust)
+    cands = cands[st.score[fidx[cands]] > p.open]
+    if not len(cands):
+        return flags
+    diffs = _DiffsAt(st.dy, diff_size)
+    base = _BaseAt(st.y, p.base_window)
+    ev = Evidence(p, diffs)
+    ev.base = base  # type: ignore[assignment]  # the positioned view stands in for the ring
+    n, c, rows = len(fin), 0, ev.delay  # no run lasts `delay` rows (its verdicts' delay)
+    while c < len(cands):
+        start = int(cands[c])
+        f0 = int(fidx[start])
+        # Rows of a run are finite but for a last non-finite one (which ends it), so the
+        # finite index of its k-th row is f0 + k.
+        sl, fl = slice(start, start + rows), slice(f0, f0 + rows)
+        fin_r, flag_r = fin[sl].tolist(), flags[sl].tolist()
+        y, sc, lv, sg = st.y[fl].tolist(), st.score[fl].tolist(), st.level[fl].tolist(), \
+            st.sig[fl].tolist()
+        ev.held = []
+        held = None
+        for k, finite in enumerate(fin_r):
+            if finite:
+                diffs.k = base.i = f0 + k
+                ev.hold(flag_r[k], sc[k])
+                ev.observe(y[k], sc[k], lv[k], sg[k])
+            else:
+                ev.reset()
+                ev.hold(True, math.inf)
+            if not ev.run:
+                held = ev.held
+                break
+        if held is None:
+            if start + len(fin_r) < n:
+                raise Unsupported("an evidence run longer than its delay")
+            held = ev.flush()  # end of data: what the rule's flush() judges
+        for k, h in enumerate(held):
+            if h[0]:
+                flags[start + k] = True
+        c = int(np.searchsorted(cands, start + len(held)))
+    return flags

@@ -2,11 +2,11 @@
 
 :class:`~.monitor.SpikeMonitor` is the reference: the trainer runs it step by step, and
 :func:`spikebench.scoring.run.score_log` feeds it a log row by row (tens of microseconds a
-row: issue 37 measured 14.5 s for 200k rows). Here each series is scored whole: the rule's verdicts per row
-(:mod:`.offline_rules`), then the events (:mod:`.offline_events`), both bit for bit what
-the monitor computes, which the tests check on synthetic, damaged and random logs. A
-series this path cannot reproduce exactly (differences past the float range) is fed to
-the online rule instead, so the result is the monitor's in every case.
+row). Here each series is scored whole: the same rule's array form gives its verdicts per
+row (:meth:`.rule_base.Rule.verdicts`), then the events (:mod:`.offline_events`), both
+bit for bit what the monitor computes, which the tests check on synthetic, damaged and
+random logs. A series the array form cannot reproduce exactly (differences past the float
+range) is fed to the online rule instead, so the result is the monitor's in every case.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from spikebench import metrics as M
 from spikebench.spikes.events import Event
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.spikes.offline_events import series_events
-from spikebench.spikes.offline_rules import Unsupported, evidence_flags, finite_flags, olmo_hits
+from spikebench.spikes.published_rules import OlmoRule
+from spikebench.spikes.rule_base import Unsupported
 from spikebench.spikes.rules import make_rule, metric_kind
 from spikebench.values import json_safe
 
@@ -58,12 +59,7 @@ def rule_flags(rule_name: str, s: Series) -> np.ndarray:
     rule = make_rule(rule_name, metric_kind(s.key))
     # Overflow to inf and NaN is what the online rules compute too: no warnings.
     with np.errstate(all="ignore"):
-        if rule.delay:
-            return evidence_flags(rule, s.values)  # type: ignore[arg-type]
-        fin = np.isfinite(s.values)
-        flags = np.ones(len(s.values), dtype=bool)
-        flags[fin] = finite_flags(rule, s.values[fin])
-        return flags
+        return rule.verdicts(s.values)
 
 
 def online_events(rule_name: str, s: Series, gap: int) -> list[Event]:
@@ -100,7 +96,8 @@ def spike_share(values: np.ndarray) -> float | None:
     if n <= OLMO_WINDOW:
         return None
     with np.errstate(all="ignore"):
-        return olmo_hits(values, OLMO_WINDOW, OLMO_K) / n
+        return int(OlmoRule(window=OLMO_WINDOW, k=OLMO_K).flags(values[np.isfinite(values)])
+                   .sum()) / n
 
 
 def score_log(log, *, rule: str = "default", gap: int = 5) -> dict[str, Any]:

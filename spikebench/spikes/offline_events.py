@@ -7,7 +7,9 @@ the recovery count. Here flags are grouped with numpy; each event's tracked rows
 onset until it is back at ``level + sigma`` after its last flag, or is dropped as the
 oldest of more than ``MAX_PENDING``, or the data ends) are found by vectorised searches,
 and its area is a sequential cumsum over them in row order, so every rounding matches.
-The Python loop runs once per event, not once per row.
+The Python loop runs once per event, not once per row. Each event is opened, raised to
+its peak and (when short) tracked row by row by the :class:`~.events.Event` methods the
+online tracker calls.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 
 import numpy as np
 
-from spikebench.spikes.events import MAX_PENDING, TREND_HORIZON, Event, _height, local_baseline
+from spikebench.spikes.events import MAX_PENDING, TREND_HORIZON, Event, local_baseline
 from spikebench.spikes.monitor import SpikeMonitor
 
 # The monitor's pre-onset windows, whose events these must equal.
@@ -88,20 +90,17 @@ class _Tracks:
         """The event of flagged ``rows`` (one group), as the tracker opens and extends it."""
         v, steps = self.values, self.steps
         onset = int(rows[0])
-        peak_cmp = np.where(self.finite[rows], v[rows], math.inf)
-        peak = int(rows[int(np.argmax(peak_cmp))])  # the first highest, as `>` keeps it
         c = int(self.fin_count[onset])
         recent = self.fin_values[max(0, c - BASELINE_WINDOW):c].tolist()
-        level, sigma, trend, lag = local_baseline(recent, LEVEL_WINDOW, float(v[onset]))
-        peak_value = float(peak_cmp.max())
-        h, hs = _height(peak_value, level, sigma)
-        return Event(
-            onset=int(steps[onset]), peak=int(steps[peak]), metric=metric,
-            height_sigma=hs, recovery_steps=0, area=0.0, recovered=False,
-            end=int(steps[rows[-1]]), level=level, sigma=sigma, peak_value=peak_value,
-            height=h, n_spike_steps=len(rows), trend=trend, trend_start=level + trend * lag,
-            injected=bool(self.injected[rows].any()),
-        )
+        first = float(v[onset])
+        ev = Event.open(metric, int(steps[onset]), first,
+                        local_baseline(recent, LEVEL_WINDOW, first),
+                        bool(self.injected[rows].any()))
+        peak_cmp = np.where(self.finite[rows], v[rows], math.inf)
+        peak = int(np.argmax(peak_cmp))  # the first highest, as `>` keeps it
+        ev.raise_peak(int(steps[rows[peak]]), float(peak_cmp[peak]))
+        ev.end, ev.n_spike_steps = int(steps[rows[-1]]), len(rows)
+        return ev
 
     def recovered_before(self, o: _Open, limit: int) -> bool:
         """Whether ``o`` is back at its level on a row before ``limit`` (after its last
@@ -148,22 +147,14 @@ class _Tracks:
         ev.recovered = recovered
 
     def _finish_short(self, o: _Open, stop: int, recovered: bool) -> None:
-        """:meth:`finish` for a short event (most are): the tracker's own loop over its
-        rows, cheaper than numpy's per-call cost at this size."""
+        """:meth:`finish` for a short event (most are): the tracker's own step
+        (:meth:`.Event.track`) over its rows, cheaper than numpy's per-call cost here."""
         ev, sl = o.ev, slice(o.onset, stop + 1)
-        area, n_obs, back, last = 0.0, 0, False, 0
-        for k, (v, flag, fin, inj, ds) in enumerate(zip(
-                self.values[sl].tolist(), self.flags[sl].tolist(), self.finite[sl].tolist(),
-                self.injected[sl].tolist(), self.dstep[sl].tolist(), strict=True)):
-            back = back and not flag  # a flag within the gap reopens it
-            if back:
-                continue
-            ref = ev.trend_start + ev.trend * min(n_obs, TREND_HORIZON)
-            n_obs += 1
-            if fin and v > ref and not inj:
-                area += (v - ref) * ds
-            last = k
-            back = not flag and fin and v <= o.thr
-        ev.area, ev.n_obs = area, n_obs
-        ev.recovery_steps = int(self.steps[o.onset + last]) - ev.onset
+        for step, v, flag, fin, inj, ds in zip(
+                self.steps[sl].tolist(), self.values[sl].tolist(), self.flags[sl].tolist(),
+                self.finite[sl].tolist(), self.injected[sl].tolist(), self.dstep[sl].tolist(),
+                strict=True):
+            ev.recovered = ev.recovered and not flag  # a flag within the gap reopens it
+            if not ev.recovered:
+                ev.track(step, v, flag, fin, inj, ds)
         ev.recovered = recovered

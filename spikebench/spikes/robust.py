@@ -1,7 +1,12 @@
 """Robust statistics of a short series: median, MAD noise scale, a never-rising trend.
 
 Shared by the default rule (its sigma) and the events (pre-spike level, noise and trend), so
-online detection and offline scoring use one definition.
+online detection and offline scoring use one definition. Each statistic a rule takes over
+windows has its array form beside it (:func:`medians`, :func:`mad_sigmas`), bit for bit
+the same: a verdict is a comparison with a threshold, so a value one ulp off could add or
+drop an event. They use the same IEEE operations in the same order (numpy's elementwise
+arithmetic rounds as Python floats do; ``np.partition`` and ``np.sort`` pick the element
+``sorted`` does; sums are sequential, never pairwise).
 """
 
 from __future__ import annotations
@@ -9,8 +14,25 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
 # Noise scale for a normal distribution from a median absolute deviation.
 MAD_TO_SIGMA = 1.4826
+SQRT2 = math.sqrt(2.0)
+# Python's sum() is a plain left-to-right sum before 3.12 and compensated since: numpy's
+# cumsum may stand in for it only in the first case.
+PLAIN_SUM = sum([1e16, 1.0, -1e16]) == 0.0
+# Elements per chunk where windows are copied out: small enough to stay in cache.
+CHUNK_ELEMS = 1 << 16
+
+
+def pymax(a, b):
+    """Python's ``max(a, b)``, on floats or elementwise on arrays: ``a`` unless ``b > a``
+    (so NaN and -0.0 behave as in the online rules, unlike ``np.maximum``)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.where(b > a, b, a)
+    return b if b > a else a
 
 
 def median(xs: Sequence[float]) -> float:
@@ -32,7 +54,7 @@ def mad_sigma(diffs: Sequence[float]) -> float:
     mad = median(dev)
     if mad == 0.0:
         mad = sum(dev) / len(dev)
-    return MAD_TO_SIGMA * mad / math.sqrt(2.0)
+    return MAD_TO_SIGMA * mad / SQRT2
 
 
 def robust_sigma_from_diffs(values: Sequence[float]) -> float | None:
@@ -59,3 +81,41 @@ def trend_slope(values: Sequence[float]) -> float:
         return 0.0
     slope = (median(values[-h:]) - median(values[-2 * h:-h])) / h
     return min(slope, 0.0)
+
+
+def medians(a: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
+    """:func:`median` of ``a[e - length:e]`` for each ``e`` in ``ends``."""
+    out = np.empty(len(ends))
+    h = length // 2
+    view = sliding_window_view(a, length)
+    step = max(1, 8 * CHUNK_ELEMS // length)
+    for c in range(0, len(ends), step):
+        # A full sort of a short window beats a partition at picking two elements.
+        w = np.sort(view[ends[c:c + step] - length], axis=1)
+        out[c:c + step] = w[:, h] if length % 2 else 0.5 * (w[:, h - 1] + w[:, h])
+    return out
+
+
+def mad_sigmas(dy: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
+    """:func:`mad_sigma` of ``dy[e - length:e]`` for each ``e`` in ``ends``."""
+    out = np.empty(len(ends))
+    h = length // 2
+    kth = [h] if length % 2 else [h - 1, h]
+    view = sliding_window_view(dy, length)
+    step = max(1, CHUNK_ELEMS // length)
+    for c in range(0, len(ends), step):
+        w = view[ends[c:c + step] - length]
+        p = np.partition(w, kth, axis=1)
+        m = p[:, h] if length % 2 else 0.5 * (p[:, h - 1] + p[:, h])
+        dev = np.abs(w - m[:, None])
+        p = np.partition(dev, kth, axis=1)
+        mad = p[:, h] if length % 2 else 0.5 * (p[:, h - 1] + p[:, h])
+        zero = np.flatnonzero(mad == 0.0)
+        if len(zero):  # a flat window: the mean absolute deviation, summed as sum() does
+            z = dev[zero]
+            if PLAIN_SUM:
+                mad[zero] = np.cumsum(z, axis=1)[:, -1] / length
+            else:
+                mad[zero] = [sum(r) / length for r in z.tolist()]
+        out[c:c + step] = MAD_TO_SIGMA * mad / SQRT2
+    return out

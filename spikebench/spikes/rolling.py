@@ -1,8 +1,13 @@
-"""Fixed-size state for the spike rules: a ring buffer and rolling moments, O(1) per push."""
+"""Fixed-size state for the spike rules: a ring buffer and rolling moments, O(1) per push,
+and the moments' array form (every push of a series at once, bit for bit the same)."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
+
+from spikebench.spikes.robust import PLAIN_SUM, pymax
 
 
 class Ring:
@@ -103,3 +108,57 @@ class RollingMoments:
             self.s1 = sum(ds)
             self.s2 = sum(v * v for v in ds)
         self._since_exact = d["since"]
+
+    @staticmethod
+    def series(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """``mean()`` and ``std()`` after each push of ``x`` into a fresh
+        ``RollingMoments(size)``, exactly as :meth:`push` computes them.
+
+        Within a block of ``size`` pushes the sums change by ``+d`` then ``-old`` per push,
+        starting from the exact sums recomputed at the end of the previous block: one
+        sequential cumsum per block over those terms interleaved reproduces every rounding.
+        """
+        n = len(x)
+        if n == 0:
+            return np.empty(0), np.empty(0)
+        ref = float(x[0])
+        d = x - ref
+        nb = -(-n // size)
+        dp = np.zeros(nb * size)
+        dp[:n] = d
+        dp = dp.reshape(nb, size)
+        d2 = dp * dp
+        s1 = _block_sums(dp, _exact_sums(dp[:n // size]))[:n]
+        s2 = _block_sums(d2, _exact_sums(d2[:n // size]))[:n]
+        count = np.minimum(np.arange(1, n + 1), size).astype(float)
+        with np.errstate(all="ignore"):
+            mean = ref + s1 / count
+            var = (s2 - s1 * s1 / count) / (count - 1)
+            std = np.where(count < 2, 0.0, np.sqrt(pymax(var, 0.0)))
+        return mean, std
+
+
+def _exact_sums(rows: np.ndarray) -> np.ndarray:
+    """``sum(row)`` for each row, as Python computes it (from an integer 0)."""
+    if not PLAIN_SUM:
+        return np.array([sum(r) for r in rows.tolist()])
+    t = np.zeros((rows.shape[0], rows.shape[1] + 1))
+    t[:, 1:] = rows
+    return np.cumsum(t, axis=1)[:, -1]
+
+
+def _block_sums(terms: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """A running sum after each push; ``terms`` is (blocks, size), ``exact`` the
+    recomputed sum at the end of each complete block."""
+    nb, size = terms.shape
+    t = np.empty((nb, 1 + 2 * size))
+    t[0, 0] = 0.0
+    t[1:, 0] = exact[: nb - 1] if nb > 1 else []
+    t[:, 1::2] = terms
+    # The value pushed out `size` pushes earlier; the first block evicts nothing, and
+    # adding -0.0 changes no sum.
+    t[0, 2::2] = -0.0
+    t[1:, 2::2] = -terms[:-1]
+    run = np.cumsum(t, axis=1)[:, 2::2]
+    run[: len(exact), -1] = exact  # the push that fills a block recomputes the sums
+    return run.reshape(-1)

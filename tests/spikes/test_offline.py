@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from spikebench import metrics as M
 from spikebench.scoring.run import score_log as reference_score_log
 from spikebench.spikes import offline
+from spikebench.spikes.default_rule import DefaultStats
 from spikebench.spikes.logs import Log
 from spikebench.spikes.monitor import SpikeMonitor
-from spikebench.spikes.offline_rules import DefaultStats, moments
 from spikebench.spikes.rolling import RollingMoments
 from spikebench.spikes.rules import RULES, DefaultRule
 from spikebench.spikes.synthetic import generate
@@ -228,7 +228,7 @@ def test_random_logs_with_planted_spikes(rule, case):
 def test_rolling_moments_bit_for_bit(size, offset):
     x = offset + np.random.default_rng(size).standard_normal(2 * size + 37) * 0.1
     x[size // 2] = x[size // 2 + 1]  # repeats, and a run of equal values
-    mean, sd = moments(x, size)
+    mean, sd = RollingMoments.series(x, size)
     mom = RollingMoments(size)
     for i, v in enumerate(x.tolist()):
         mom.push(v)
