@@ -12,62 +12,23 @@ import os
 import sys
 from pathlib import Path
 
-from spikebench import config as cfgmod
 from spikebench.cli_help import COMMAND_HELP
 from spikebench.errors import UserError
 from spikebench.spikes.rules import RULES
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    run_dir = None
-    if args.resume is not None:
-        if args.config or args.overrides:
-            raise UserError(f"--resume {args.resume}: resumes the run's own config.json; "
-                            "give no config file and no --set")
-        run_dir = Path(args.resume)
-        if not (run_dir / "config.json").is_file():
-            raise UserError(f"--resume {args.resume}: not a run folder (no config.json)")
-        args.config = str(run_dir / "config.json")
-    cfg = cfgmod.load(args.config, args.overrides)
-    from spikebench.train.loop import train
-    from spikebench.train.setup import describe_memory, preflight
+    from spikebench.train.command import run_train
 
-    if args.dry_run:
-        _check_metrics(args)
-        n_params = preflight(cfg)  # what a run would refuse (device, model class, corpus path)
-        print(cfg.to_json())
-        print(f"spikebench train: {describe_memory(cfg, n_params)}", file=sys.stderr)
-        return 0
-
-    if cfg.train.nproc > 1 and "WORLD_SIZE" not in os.environ:  # start the ranks
-        import subprocess
-
-        from spikebench.train.launch import command
-
-        threads = cfg.train.threads or os.cpu_count() or 1  # shared by the ranks
-        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // cfg.train.nproc)),
-               "SPIKEBENCH_PARENT_PID": str(os.getpid())}
-        return subprocess.call(command(cfg.train.nproc, "spikebench", *args.argv), env=env)
-    if "TORCHELASTIC_RUN_ID" in os.environ and "SPIKEBENCH_PARENT_PID" in os.environ:
-        from spikebench.runio import die_with_parent  # a rank spikebench's launcher started
-
-        if not die_with_parent():
-            return 3
-    from spikebench.train.dist import from_env, teardown
-    from spikebench.train.sinks import ProgressBar
-
-    main_rank = from_env().main  # data-parallel: only rank 0 shows progress and exports
-    sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress and main_rank else []
-    exporter = _exporter(args) if main_rank else None
-    if exporter is not None:
+    def live_sinks() -> list:
+        exporter = _exporter(args)
+        if exporter is None:
+            return []
         from spikebench.live.sink import PrometheusSink
 
-        sinks.append(PrometheusSink(exporter))
-    try:
-        summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
-    finally:
-        teardown()
-    return 0 if summary["status"] in ("completed", "diverged") else 1
+        return [PrometheusSink(exporter)]
+
+    return run_train(args, check_metrics=lambda: _check_metrics(args), live_sinks=live_sinks)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
