@@ -224,7 +224,8 @@ class Run:
         summary["spikes"] = summarize(
             self._history, rule=self.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
             target=self.target_loss, diverged_step=self.diverged_step,
-            events=self._monitor.events, gap=self.gap)
+            events=self._monitor.events, gap=self.gap,
+            reports=self._monitor.reports(M.TRAIN_LOSS))
         atomic_write_json(self.dir / "summary.json", summary)
         self.summary = summary
         return summary

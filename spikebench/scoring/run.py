@@ -16,6 +16,7 @@ from typing import Any
 from spikebench import metrics as M
 from spikebench.spikes.events import Event, total_severity
 from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.spikes.reports import Report, settled
 from spikebench.spikes.rules import LOSS, OlmoRule, metric_kind
 from spikebench.values import finite, json_safe
 
@@ -157,6 +158,7 @@ def summarize(
     diverged_step: int | None = None,
     events: Sequence[Event] | None = None,
     gap: int = 5,
+    reports: Sequence[Report] | None = None,
 ) -> dict[str, Any]:
     """The spike/convergence part of a trial's ``summary.json``, JSON-safe.
 
@@ -165,7 +167,9 @@ def summarize(
     from ``events`` if given (e.g. the online monitor's), else from running
     :class:`SpikeMonitor` with ``rule`` over the records. ``diverged_step`` defaults to the
     first step whose training loss is non-finite. Time-to-target needs ``target`` (else
-    None); its evaluations are the rows carrying ``eval_key``.
+    None); its evaluations are the rows carrying ``eval_key``. ``reports``: the online
+    monitor's loss reports at the end of a run, each confirmed or withdrawn (recorded as
+    ``reports``, :func:`spikebench.spikes.reports.settled`).
     """
     rows = list(records)
     train = [r for r in rows if r.get(loss_key) is not None]
@@ -218,6 +222,8 @@ def summarize(
             step_key=step_key, tokens_key=tokens_key, seconds_key=seconds_key,
         )
         out["time_to_target"] = {"target": target, "reached": math.isfinite(ttt["steps"]), **ttt}
+    if reports is not None:
+        out["reports"] = settled(reports)
     return json_safe(out)
 
 

@@ -8,11 +8,14 @@ observations of it extend it. When the delayed verdicts reach its rows, a spike 
 within ``gap`` of them *confirms* it; verdicts past its last row plus ``gap`` without one
 *withdraw* it. An event the verdicts find with no report before it (a small rise that
 came back) is reported when it is found (``late``). Events themselves, and so every
-offline score, are unchanged: reports only say when an online user heard.
+offline score, are unchanged: reports only say when an online user heard. By the end of
+the data (:meth:`Reporter.finish`, after the rule's held verdicts) every report is
+confirmed or withdrawn; :func:`settled` is what a run's ``summary.json`` records of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -95,3 +98,17 @@ class Reporter:
         self.reports = [Report(**r) for r in d["reports"]]
         self.undecided = [self.reports[i] for i in d["undecided"]]
         self.withdrawn = d["withdrawn"]
+
+
+def settled(reports: Sequence[Report]) -> dict[str, Any]:
+    """A metric's reports as a finished run records them (``summary.json``'s
+    ``spikes.reports``): how many were told, confirmed, withdrawn and told late, and each
+    one's onset, the steps it was told and decided at, and how it ended."""
+    return {
+        "reported": len(reports),
+        "confirmed": sum(r.state == CONFIRMED for r in reports),
+        "withdrawn": sum(r.state == WITHDRAWN for r in reports),
+        "late": sum(r.late for r in reports),
+        "list": [{"onset": r.onset, "reported": r.reported, "decided": r.decided,
+                  "state": r.state, "late": r.late} for r in reports],
+    }

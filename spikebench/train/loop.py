@@ -418,7 +418,7 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
     summary["spikes"] = summarize(
         history, rule=cfg.spikes.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
         target=cfg.spikes.target_loss, diverged_step=diverged_step, events=monitor.events,
-        gap=cfg.spikes.gap)
+        gap=cfg.spikes.gap, reports=monitor.reports(M.TRAIN_LOSS))
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
 

@@ -1,15 +1,20 @@
 """Timely online detection: a spike is told at its first sure row (provisional), then
 confirmed or withdrawn when the default rule's delayed verdict reaches it; events, and so
-every offline score, stay as they were."""
+every offline score, stay as they were. By the end of a run every report is confirmed or
+withdrawn, and summary.json records which."""
 
+import json
 import math
 import random
 
 import numpy as np
+import pytest
 
 from spikebench import metrics as M
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.spikes.offline import Series, detect
+from spikebench.spikes.reports import settled
+from spikebench.spikes.synthetic import generate
 
 DELAY = 73  # the default rule's verdict delay in rows (DefaultRule.delay)
 
@@ -88,3 +93,63 @@ def test_a_rule_without_delay_reports_each_event_as_it_opens():
         m.update(step, {M.TRAIN_LOSS: v})
     assert [(r.onset, r.state) for r in m.reports(M.TRAIN_LOSS)] == [(4, "confirmed")]
     assert m.n_reported(M.TRAIN_LOSS) == 1 and m.n_withdrawn(M.TRAIN_LOSS) == 0
+
+
+def _run(tmp_path, values, sync_every=10):
+    """The run API over ``values`` (steps 1..n): its decisions, summary.json and the last
+    row of metrics.jsonl."""
+    from spikebench.api.run import Run
+
+    run = Run(run_dir=tmp_path / "run", sync_every=sync_every)
+    told = [s for s, v in enumerate(values, 1) if run.log(s, loss=v).name == "SPIKE"]
+    run.finish()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
+    return run, told, summary, last
+
+
+def test_a_report_still_provisional_at_the_end_is_confirmed_and_recorded(tmp_path):
+    # A loop of 99 steps whose spike (onset 93) is told at the read-back of step 99 (SPIKE),
+    # long before the 73-row verdict: the run's end gives the held verdicts.
+    rng = random.Random(3)
+    values = [2.0 + 2.0 * math.exp(-0.05 * s) + 0.01 * rng.random() + (1.0 if 93 <= s <= 95
+              else 0.0) for s in range(1, 100)]
+    run, told, summary, last = _run(tmp_path, values, sync_every=33)
+    assert told == [99] and run.last_report.onset == 93
+    # The last row was logged before the verdict: the counters there still say "told".
+    assert (last[M.SPIKE_REPORTED], last[M.SPIKE_EVENTS], last[M.SPIKE_WITHDRAWN]) == (1, 0, 0)
+    rec = summary["spikes"]["reports"]
+    assert (rec["reported"], rec["confirmed"], rec["withdrawn"], rec["late"]) == (1, 1, 0, 0)
+    assert rec["list"] == [{"onset": 93, "reported": 93, "decided": 99, "state": "confirmed",
+                            "late": False}]
+    assert [e["onset"] for e in summary["spikes"]["events"]] == [93]
+
+
+def test_a_report_still_provisional_at_the_end_is_withdrawn_and_recorded(tmp_path):
+    # A lasting rise near the end: told at once, never back, so never an event.
+    rng = random.Random(1)
+    values = [3.0 + 0.01 * rng.gauss(0, 1) + (0.07 if s >= 280 else 0) for s in range(1, 300)]
+    run, told, summary, last = _run(tmp_path, values, sync_every=1)
+    assert told == [280]
+    assert (last[M.SPIKE_REPORTED], last[M.SPIKE_WITHDRAWN]) == (1, 0)
+    rec = summary["spikes"]["reports"]
+    assert (rec["reported"], rec["confirmed"], rec["withdrawn"]) == (1, 0, 1)
+    assert rec["list"][0]["state"] == "withdrawn" and rec["list"][0]["decided"] == 299
+    assert summary["spikes"]["events"] == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_report_is_provisional_after_finish(seed):
+    # Spikes, shifts and non-finite values anywhere, the end included.
+    rng = np.random.default_rng(seed)
+    lg = generate(seed, 900, spike_every=120)
+    loss = lg.loss.copy()
+    loss[rng.integers(0, 900, 3)] = np.nan
+    loss[-20:] += 0.5
+    m = SpikeMonitor()
+    for step, a, b in zip(lg.steps.tolist(), loss.tolist(), lg.grad_norm.tolist(), strict=True):
+        m.update(step, {M.TRAIN_LOSS: a, M.GRAD_NORM: b})
+    m.finish()
+    reps = m.reports(M.TRAIN_LOSS)
+    assert reps and all(r.state in ("confirmed", "withdrawn") for r in reps)
+    assert settled(reps)["withdrawn"] == m.n_withdrawn(M.TRAIN_LOSS)
