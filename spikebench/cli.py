@@ -90,27 +90,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from spikebench.compare import plan, write
-    from spikebench.runs import read_runs
+    from spikebench.compare.command import run_compare
 
-    sources = {}
-    for path in dict.fromkeys(args.paths):
-        sources[path] = read_runs(path, step=args.step, metric=args.metric,
-                                  grad_metric=args.grad_metric)
-    chosen = plan(sources, out=args.out, groups=args.group, by=args.by,
-                  baseline=args.baseline, recipe=args.recipe, target_loss=args.target_loss,
-                  max_step=args.max_step, unpaired=args.unpaired, detector=args.detector,
-                  gap=args.gap, name=args.name)
-    try:
-        paths = write(chosen, args.out)
-    except OSError as e:
-        raise UserError(f"--out {args.out}: cannot write the comparison "
-                        f"({e.strerror or e})") from None
-    n = sum(len(runs) for runs in chosen.groups.values())
-    print(f"{n} runs in {len(chosen.groups)} groups, baseline {chosen.baseline}; study: "
-          f"{paths['study']}")
-    print(f"report: {paths['markdown']} and {paths['html']}")
-    return 0
+    return run_compare(args)
 
 
 def _target(text: str) -> float:

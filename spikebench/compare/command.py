@@ -1,0 +1,38 @@
+"""The ``spikebench compare`` command: read the runs under each path, compare the groups,
+write the study and its report (:func:`spikebench.compare.plan`, then
+:func:`~spikebench.compare.write`).
+
+:func:`run_compare` is what :mod:`spikebench.cli` dispatches to.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from spikebench.errors import UserError
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``spikebench compare PATH...`` as the command line parsed it: read every path's runs,
+    plan the comparison, write its study and report, say where; the exit code."""
+    from spikebench.compare import plan, write
+    from spikebench.runs import read_runs
+
+    sources = {}
+    for path in dict.fromkeys(args.paths):
+        sources[path] = read_runs(path, step=args.step, metric=args.metric,
+                                  grad_metric=args.grad_metric)
+    chosen = plan(sources, out=args.out, groups=args.group, by=args.by,
+                  baseline=args.baseline, recipe=args.recipe, target_loss=args.target_loss,
+                  max_step=args.max_step, unpaired=args.unpaired, detector=args.detector,
+                  gap=args.gap, name=args.name)
+    try:
+        paths = write(chosen, args.out)
+    except OSError as e:
+        raise UserError(f"--out {args.out}: cannot write the comparison "
+                        f"({e.strerror or e})") from None
+    n = sum(len(runs) for runs in chosen.groups.values())
+    print(f"{n} runs in {len(chosen.groups)} groups, baseline {chosen.baseline}; study: "
+          f"{paths['study']}")
+    print(f"report: {paths['markdown']} and {paths['html']}")
+    return 0
