@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from spikebench.cli_args import count, finite, port, positive_loss, rule_name
 from spikebench.cli_help import COMMAND_HELP
 from spikebench.errors import UserError
 from spikebench.spikes.rules import RULES
@@ -95,43 +96,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return run_compare(args)
 
 
-def _target(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        x = -1.0
-    if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a loss > 0")
-    return x
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
-    return n
-
-
-def _loss(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        x = float("nan")
-    if x != x or x in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number")
-    return x
-
-
-def _rule(text: str) -> str:
-    if text not in RULES:
-        raise argparse.ArgumentTypeError(f"unknown detector {text!r}; choose from: "
-                                         + ", ".join(RULES))
-    return text
-
-
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line and exit code 2, like every other user error here."""
 
@@ -139,19 +103,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a port number in 0..65535 "
-                                         "(0: any free port)")
-    return n
-
-
 def _metrics_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="serve Prometheus metrics on PORT (0: any free; needs "
                         "spikebench[monitor])")
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
@@ -197,10 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sweep", nargs="?", default="sweeps/default.toml",
                    help="sweep TOML file (default: sweeps/default.toml)")
     _set_option(p, "override the sweep's base config, e.g. --set train.steps=100")
-    p.add_argument("--jobs", type=_count, default=None,
+    p.add_argument("--jobs", type=count, default=None,
                    help="workers (default: one per GPU, else per core); 0: only create "
                         "the study")
-    p.add_argument("--trials", type=_count, default=None,
+    p.add_argument("--trials", type=count, default=None,
                    help="search trials (overrides the file)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: SQLite in "
                    "results/<study>/)")
@@ -224,11 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="step column (default: step, global_step, train/global_step, ...)")
     p.add_argument("--grad-metric",
                    help="grad-norm column name (default: grad_norm, optim/grad_norm)")
-    p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
+    p.add_argument("--detector", default="default", metavar="NAME", type=rule_name,
                    help=f"spike rule: {', '.join(RULES)}")
-    p.add_argument("--gap", type=_count, default=5,
+    p.add_argument("--gap", type=count, default=5,
                    help="max unflagged rows inside one event (default 5)")
-    p.add_argument("--target-loss", type=_loss, default=None, metavar="X",
+    p.add_argument("--target-loss", type=finite, default=None, metavar="X",
                    help="also show the first step with loss <= X (validation loss if logged)")
     p.add_argument("--json", action="store_true",
                    help="print JSON only: one object (a folder: one per run, a line each)")
@@ -253,18 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the group the others are compared with (default: the first)")
     p.add_argument("--recipe", metavar="NAME",
                    help="the group the article's claims are tested on (the claims section)")
-    p.add_argument("--target-loss", type=_target, metavar="X",
+    p.add_argument("--target-loss", type=positive_loss, metavar="X",
                    help="time to target: the first evaluation <= X (default: see below)")
-    p.add_argument("--max-step", type=_count, metavar="N",
+    p.add_argument("--max-step", type=count, metavar="N",
                    help="compare up to step N, leaving out runs that end before it")
     p.add_argument("--unpaired", action="store_true",
                    help="compare every group as independent runs, even where seeds match")
     p.add_argument("--step", metavar="NAME", help="the step column (or tag) of the runs")
     p.add_argument("--metric", metavar="NAME", help="the loss column (or tag) of the runs")
     p.add_argument("--grad-metric", metavar="NAME", help="the grad-norm column (or tag)")
-    p.add_argument("--detector", default="default", metavar="NAME", type=_rule,
+    p.add_argument("--detector", default="default", metavar="NAME", type=rule_name,
                    help=f"spike rule: {', '.join(RULES)}")
-    p.add_argument("--gap", type=_count, default=5,
+    p.add_argument("--gap", type=count, default=5,
                    help="max unflagged rows inside one event (default 5)")
     p.add_argument("--name", default="compare",
                    help="the comparison's study goes to OUT/NAME/ (default: compare)")
@@ -280,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "baselines/<suite name>.json, placed as said below)")
     p.add_argument("--update-baseline", action="store_true",
                    help="record this run as the baseline instead of comparing")
-    p.add_argument("--jobs", type=_count, default=None,
+    p.add_argument("--jobs", type=count, default=None,
                    help="workers (default: one per GPU, else per core)")
     p.add_argument("--results", default="results", help="the run goes to "
                    "RESULTS/bench/<suite>-<time>/ (default: results)")

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("runio",),
     ("data", "emulation", "model", "spikes"),
-    ("precision_auto", "runs", "scoring", "study"),
+    ("cli_args", "precision_auto", "runs", "scoring", "study"),
     ("precision",),
     ("train",),
     ("live", "responses"),

@@ -1,0 +1,61 @@
+"""The command line's argument types: each value checked as argparse parses it, so a bad
+one is a usage error of one line (exit 2) naming the value and what is allowed."""
+
+from __future__ import annotations
+
+import argparse
+
+from spikebench.spikes.rules import RULES
+
+
+def positive_loss(text: str) -> float:
+    """A target loss: a number > 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a loss > 0")
+    return x
+
+
+def count(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
+    return n
+
+
+def finite(text: str) -> float:
+    """Any finite number."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if x != x or x in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number")
+    return x
+
+
+def rule_name(text: str) -> str:
+    """The name of a spike rule (:data:`spikebench.spikes.rules.RULES`)."""
+    if text not in RULES:
+        raise argparse.ArgumentTypeError(f"unknown detector {text!r}; choose from: "
+                                         + ", ".join(RULES))
+    return text
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 for any free one."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a port number in 0..65535 "
+                                         "(0: any free port)")
+    return n
