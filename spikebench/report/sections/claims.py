@@ -122,13 +122,26 @@ def info(study: Study) -> ClaimsInfo:
     budget = study.steps
     emulated = _emulated(study, base, recipe)
     paired = study.paired(recipe_arm)
-    judged = [h for h in article.HEADLINES if not (h.key == "time_seconds" and emulated)]
-    family = len(judged)  # the judged claims are one family (Bonferroni)
+    measured: dict[str, tuple] = {}
+    for h in article.HEADLINES:
+        if h.key == "success":
+            measured[h.key] = (_success_pairs(rs, bs, paired), None)
+        else:
+            key = "steps_to_target" if h.key == "time_steps" else "seconds_to_target"
+            bound = ((lambda v: budget) if h.key == "time_steps"
+                     else (lambda v: whole_run_seconds(v, budget)))
+            measured[h.key] = (restricted_times if paired else restricted_times_two)(
+                rs, bs, key, bound)
+    # The judged claims are one family (Bonferroni): those with values on both arms and
+    # not timed on an emulated precision.
+    judged = {h.key for h in article.HEADLINES
+              if all(measured[h.key][0]) and not (h.key == "time_seconds" and emulated)}
+    family = max(1, len(judged))
     rows = []
     for h in article.HEADLINES:
         extra: dict[str, Any] = {}
+        shown, missed = measured[h.key]
         if h.key == "success":
-            shown = _success_pairs(rs, bs, paired)
             v = verdicts.judge_success(shown, h.claimed, paired=paired, family=family)
             if paired:
                 pairs = [(i, x, y) for i, (x, y) in enumerate(zip(*shown, strict=True))]
@@ -137,16 +150,13 @@ def info(study: Study) -> ClaimsInfo:
                 extra["points"] = asdict(stats.newcombe_diff_ci(
                     int(sum(shown[0])), len(shown[0]), int(sum(shown[1])), len(shown[1])))
         else:
-            key = "steps_to_target" if h.key == "time_steps" else "seconds_to_target"
-            bound = ((lambda v: budget) if h.key == "time_steps"
-                     else (lambda v: whole_run_seconds(v, budget)))
-            shown, missed = (restricted_times if paired else restricted_times_two)(
-                rs, bs, key, bound)
             extra["missed"] = [sum(missed[0]), sum(missed[1])]
-            v = (verdicts.not_judged(shown, "emulated precision", misses=missed, paired=paired)
-                 if h not in judged
-                 else verdicts.judge(shown, h.claimed, misses=missed, paired=paired,
-                                     family=family))
+            if h.key in judged:
+                v = verdicts.judge(shown, h.claimed, misses=missed, paired=paired,
+                                   family=family)
+            else:
+                v = verdicts.not_judged(shown, "emulated precision" if emulated and all(
+                    shown) else "no values on both arms", misses=missed, paired=paired)
         a, b = shown
         rows.append({
             "key": h.key, "claim": h.text, "metric": h.metric, "claimed": h.claimed,
