@@ -273,6 +273,34 @@ def false_alarm_note(f: Family) -> str:
             f"run. For the tests to be able to reject, use {enough}{fewer}.")
 
 
+def judged_gates(verdicts: Sequence[Judged], tolerance: dict[str, float | None]
+                 ) -> list[tuple[str, float]]:
+    """The performance gates a run applied: (metric, tolerance) of each ratio judged."""
+    return [(v.metric, float(tolerance[v.metric])) for v in verdicts
+            if v.scenario == "performance" and v.verdict != "shown" and v.effect is not None
+            and tolerance.get(v.metric) is not None]
+
+
+def gates_note(f: Family, gates: Sequence[tuple[str, float]], exact: bool) -> str:
+    """The bound over every gate a run applies, not the tests alone: each performance gate
+    (metric, tolerance) fails the run on one measured ratio past its tolerance, a threshold
+    that no level bounds, so its chance on unchanged code adds to the tests' level."""
+    level = f"{f.level:g}" if f.tests else "0"
+    loss = (" The exact loss check cannot fail unchanged code: its training is deterministic "
+            "on this environment." if exact else "")
+    if not gates:
+        return ("Every gate of this run is counted in that bound: no performance ratio is "
+                f"judged (each is shown only, or not measured).{loss}")
+    named = ", ".join(f"{m} ({t:.0%})" for m, t in gates)
+    return (f"This run also applies {len(gates)} performance gate"
+            f"{'s' if len(gates) != 1 else ''} ({named}): each fails the run when its ratio is "
+            "worse than the baseline's by more than its tolerance. A gate is a threshold on "
+            "one measurement, not a test, so no level bounds it: on unchanged code the chance "
+            f"that this run fails is at most {level} plus the chance that noise alone moves a "
+            "gated ratio past its tolerance, which one run cannot measure (docs/bench.md gives "
+            f"the overhead ratio's spread between unchanged runs).{loss}")
+
+
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 

@@ -37,11 +37,14 @@ from spikebench.bench.compare import (
     false_alarm_note,
     family_of,
     first_mismatch,
+    gates_note,
     judge_metrics,
     judge_perf,
+    judged_gates,
     same_environment,
 )
 from spikebench.bench.suite import (
+    COLUMN_KEY,
     COLUMN_METRIC,
     COLUMN_NAMES,
     Suite,
@@ -125,24 +128,30 @@ def log_speed(run_dir: Path, suite: Suite, where: str) -> dict[str, Any]:
     (robust to the slow first steps), and the column's name. The log is the trainer's
     ``log``, else the run API's ``metrics.jsonl``. A named column the log lacks is one
     line naming the key, the value and the columns there are."""
-    from spikebench.runs.columns import find
-    from spikebench.sweep.command import API_LOG, LogReader
+    from spikebench.runs import read_runs
+    from spikebench.runs.columns import MissingColumn
+    from spikebench.sweep.command import API_LOG
 
     name = suite.spec.trainer["log"] or API_LOG
-    rows = LogReader(run_dir / name).rows(final=True)
-    keys = list(dict.fromkeys(k for r in rows for k in r))
     named = suite.perf.columns
+    keys = {kind: COLUMN_KEY[kind] for kind in named or COLUMN_NAMES}
+    try:
+        runs = read_runs(run_dir / name, extra={keys[k]: v for k, v in named.items()})
+    except MissingColumn as e:
+        kind = next((k for k, v in named.items() if v == e.name), None)
+        if kind is None:
+            raise UserError(f"{suite.path}: cannot read the trainer's log ({where}: {e})"
+                            ) from None
+        has = ", ".join(repr(k) for k in e.found[:20]) + (", ..." if len(e.found) > 20 else "")
+        raise UserError(f"{suite.path}: bench.perf.{kind} = {named[kind]!r}: not a column of "
+                        f"the trainer's log ({where}: {name} has the columns {has})") from None
+    except UserError as e:
+        raise UserError(f"{suite.path}: cannot read the trainer's log ({where}: {e})") from None
     out: dict[str, Any] = {}
-    for kind in named or COLUMN_NAMES:
-        col = next(iter(find(keys, (named[kind],) if named else COLUMN_NAMES[kind])), None)
-        if col is None:
-            if named:
-                has = ", ".join(repr(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
-                raise UserError(f"{suite.path}: bench.perf.{kind} = {named[kind]!r}: not a "
-                                f"column of the trainer's log ({where}: {name} has "
-                                + (f"the columns {has}" if keys else "no rows") + ")")
-            continue
-        values = [x for r in rows if (x := _float(r.get(col))) is not None and x > 0]
+    for kind, key in keys.items():
+        col = runs[0].columns.get(key) if len(runs) == 1 else None
+        values = [x for r in runs[0].records if (x := _float(r.get(key))) is not None
+                  and x > 0] if col else []
         if not values and named:
             raise UserError(f"{suite.path}: bench.perf.{kind} = {named[kind]!r}: the column "
                             f"holds no number > 0 ({where}: {name})")
@@ -495,7 +504,9 @@ def run_bench(suite_path: str, *, baseline_path: str | None = None, update: bool
            else f"{reason}: compared statistically only, never exactly" if reason
            else "same environment: losses compared bit for bit, metrics by the test")
     family = family_of(metric_cases(current, baseline, suite), suite.level)
-    note = false_alarm_note(family)
+    note = (false_alarm_note(family) + " "
+            + gates_note(family, judged_gates(verdicts, suite.perf.tolerance),
+                         exact=not differs and reason is None))
     failed = [v for v in verdicts if v.verdict in FAILING]
     summary = (f"bench {suite.name}: {len(failed)} regression(s) against {base_file} "
                f"({how}; {current['seconds']:.0f} s)")

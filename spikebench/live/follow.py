@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from spikebench.live.exporter import Exporter
+from spikebench.runs.tail import Lines
 
 
 class Follower:
@@ -23,7 +24,7 @@ class Follower:
         self.exporter = exporter
         self.trials_dir = Path(trials_dir)
         self.interval = interval
-        self._offsets: dict[Path, int] = {}  # bytes read, per seed folder
+        self._lines: dict[Path, Lines] = {}  # each seed folder's log, as read so far
         self._done: set[Path] = set()
         self._arms: dict[Path, str] = {}  # trial folder -> arm, read once from trial.json
         self._lock = threading.Lock()  # one poll at a time (the thread, and stop())
@@ -61,29 +62,17 @@ class Follower:
 
     def _read(self, seed: Path, trial: str, arm: str) -> None:
         """A running seed writes ``metrics.jsonl.partial`` and renames it to
-        ``metrics.jsonl`` when it ends (the same bytes), so one offset serves both; a
+        ``metrics.jsonl`` when it ends (the same bytes), so one tail serves both; a
         resumed run cuts its log back, and then it is read again from the start."""
-        log = seed / "metrics.jsonl.partial"
-        if not log.exists():
-            log = seed / "metrics.jsonl"
-        at = self._offsets.get(seed, 0)
-        try:
-            with open(log, "rb") as f:
-                if f.seek(0, 2) < at:
-                    at = 0
-                f.seek(at)
-                chunk = f.read()
-        except OSError:
-            return
-        end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-        for line in chunk[:end].splitlines():
+        lines = self._lines.get(seed) or self._lines.setdefault(
+            seed, Lines(seed / "metrics.jsonl", before=seed / "metrics.jsonl.partial"))
+        for line in lines.read():  # a line still being written waits for the next poll
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue
             if isinstance(rec, dict):
                 self.exporter.observe(rec, trial, arm, source=seed)
-        self._offsets[seed] = at + end
 
 
 def _arm(trial: Path) -> str:

@@ -16,11 +16,13 @@ from spikebench.bench.compare import (
     false_alarm_note,
     family_of,
     first_mismatch,
+    gates_note,
     holm,
     holm_adjusted,
     judge_metric,
     judge_metrics,
     judge_perf,
+    judged_gates,
     mann_whitney_greater,
     min_p,
     out_of_order_allowed,
@@ -202,6 +204,25 @@ def test_the_false_alarm_statement_follows_the_family():
     other = false_alarm_note(Family(8, 0.2, (2, 2)))
     assert "8 Mann-Whitney tests" in other and "at most 0.2 (20%)" in other
     assert "at least 4 seeds per side" in other
+
+
+def test_the_printed_bound_covers_every_gate_the_run_applies():
+    from spikebench.bench.run import compare
+
+    suite, cur, base = _cpu_suite_rerun(0.0)
+    cur["perf"] = dict(base["perf"])
+    verdicts, _ = compare(cur, base, suite)
+    gates = judged_gates(verdicts, suite.perf.tolerance)
+    # The CPU suite judges the overhead ratio only; MFU, scaling and the report are shown.
+    assert gates == [("overhead_ratio", 0.10)]
+    f = Family(24, 0.05, (7, 7))
+    note = gates_note(f, gates, exact=False)
+    assert "1 performance gate (overhead_ratio (10%))" in note
+    assert "at most 0.05 plus the chance that noise alone moves a gated ratio" in note
+    assert "cannot fail unchanged code" in gates_note(f, gates, exact=True)
+    assert "no performance ratio is judged" in gates_note(f, [], exact=False)
+    off = {**suite.perf.tolerance, "overhead_ratio": None}
+    assert judged_gates(verdicts, off) == []
 
 
 def _cpu_suite_rerun(shift: float):
