@@ -1,6 +1,9 @@
-"""The ``spikebench`` command line: train, sweep, worker, spikes, report, bench.
+"""The ``spikebench`` command line: parsing and dispatch only.
 
-Every user error is a :class:`~spikebench.errors.UserError`, caught once in :func:`main`:
+Each command's logic lives in its package (``spikebench.train.command``,
+``spikebench.runs.spikes_command``, ``spikebench.compare.command``, ...); the argument
+types are in :mod:`spikebench.cli_args`, each command's help text in
+:mod:`spikebench.cli_help`. Every user error is a :class:`~spikebench.errors.UserError`, caught once in :func:`main`:
 one line ``spikebench <command>: error: ...`` on stderr and exit code 2. Heavy imports
 (torch, Optuna) happen inside the command that needs them.
 """
