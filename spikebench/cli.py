@@ -19,6 +19,7 @@ from spikebench.cli_args import count, finite, port, positive_loss, rule_name
 from spikebench.cli_help import COMMAND_HELP
 from spikebench.errors import UserError
 from spikebench.spikes.rules import RULES
+from spikebench.sweep import slurm
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -67,7 +68,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from spikebench.sweep.worker import run_worker
 
+    if args.storage is None:  # Slurm's tasks pass it in the environment (sweep/slurm.py)
+        raise UserError("--storage: missing; give the study's storage URL or set "
+                        "SPIKEBENCH_STORAGE")
     return run_worker(args.storage, args.study, results=args.results, metrics=_exporter(args))
+
+
+def cmd_slurm(args: argparse.Namespace) -> int:
+    from spikebench.sweep.slurm import run_slurm
+
+    return run_slurm(args)
 
 
 def cmd_spikes(args: argparse.Namespace) -> int:
@@ -167,11 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("worker", help="join a shared study (PostgreSQL) and run its trials")
-    p.add_argument("--storage", required=True, help="Optuna storage URL (PostgreSQL)")
+    p.add_argument("--storage", default=os.environ.get("SPIKEBENCH_STORAGE"),
+                   help="Optuna storage URL (PostgreSQL; default: $SPIKEBENCH_STORAGE)")
     p.add_argument("--study", required=True, help="study name (its sweep file's study.name)")
     p.add_argument("--results", default="results", help="results folder (default: results)")
     _metrics_options(p)
     p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("slurm", help="start a shared study's workers as a Slurm job array")
+    slurm.add_arguments(p)
+    p.set_defaults(func=cmd_slurm)
 
     p = sub.add_parser("spikes", help="find loss spikes in a training log or a folder of runs")
     p.add_argument("file", metavar="PATH", help="a log file, or a folder of runs (one line each)")

@@ -47,6 +47,16 @@ and run its trials until the study has them all. Start one per server, or per
 group of train.nproc GPUs.""", """\
 examples:
   spikebench worker --storage postgresql://user:pass@db/spikebench --study default"""),
+    "slurm": ("""\
+Start a shared study's workers through Slurm: writes a batch script whose job
+array runs N `spikebench worker` tasks, each with the GPUs of one trial
+(--gres=gpu:K, K = the study's train.nproc), and submits it with sbatch. The
+storage URL goes to the job in its environment, not into the script. A task
+stopped by its time limit or a preemption gives its trial back and is requeued.""", """\
+examples:
+  spikebench slurm --storage postgresql://user:pass@db/spikebench --study default --workers 8
+  spikebench slurm --study default --workers 16 --parallel 4 --time 4:00:00 --partition gpu
+  spikebench slurm --study default --workers 8 --script-only   # write it, submit nothing"""),
     "spikes": ("""\
 Find the loss spikes in training runs: a log file (CSV, JSONL, a TensorBoard event
 file, an HF trainer_state.json, a W&B export, a long-format CSV) or a folder of runs

@@ -22,6 +22,7 @@ SEQ_LEN = "data/seq_len"
 # Set (1) on steps whose batch carried an injected fault.
 INJECTED = "data/injected"
 TOKENS_PER_S = "perf/tokens_per_s"
+STEP_S = "perf/step_s"  # seconds per step, as a trainer of its own may log it
 ELAPSED_S = "time/elapsed_s"  # training seconds so far, evaluation excluded
 # For live monitoring: on every record, the loss-spike events the online monitor has
 # opened so far; on the last record of each read-back, the process's memory.

@@ -44,10 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # (importer, imported): why it is still there. Each must still occur (else remove it here).
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 # (importing file, module, name): why it is still there. Each must still occur.
-KNOWN_PRIVATE = {
-    ("spikebench/sweep/command.py", "spikebench.spikes.logs", "_find"):
-        "command trials' column names; the one log layer (issue 44, item 1) replaces them",
-}
+KNOWN_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 
 def _units() -> set[str]:

@@ -48,6 +48,7 @@ from spikebench.bench.compare import (
     min_p,
 )
 from spikebench.errors import UserError
+from spikebench.runs.columns import STEP_S_NAMES, TOKENS_PER_S_NAMES
 from spikebench.sweep.spec import SweepSpec, load_sweep
 
 # tokens/s is an absolute speed: shown beside the ratios, never judged. A trainer's logged
@@ -56,11 +57,10 @@ DEFAULT_TOLERANCE = {"tokens_per_s": None, "overhead_ratio": 0.10, "mfu": 0.15,
                      "sweep_scaling": 0.25, "report_ratio": 0.25,
                      "trainer_tokens_per_s": 0.15, "trainer_step_s": 0.15}
 # A trainer log's throughput columns, found case-insensitively when the suite names none.
-COLUMN_NAMES = {
-    "tokens_per_s": (M.TOKENS_PER_S, "tokens_per_s", "tokens_per_sec", "tokens/s", "tok/s",
-                     "train/tokens_per_s"),
-    "step_s": ("perf/step_s", "step_s", "step_time", "time/step", "s_per_step", "iter_time"),
-}
+# A trainer log's throughput columns, by kind: the record key they are read under and the
+# names looked for (spikebench.runs.columns, the one table).
+COLUMN_KEY = {"tokens_per_s": M.TOKENS_PER_S, "step_s": M.STEP_S}
+COLUMN_NAMES = {"tokens_per_s": TOKENS_PER_S_NAMES, "step_s": STEP_S_NAMES}
 # The perf figure each column becomes.
 COLUMN_METRIC = {"tokens_per_s": "trainer_tokens_per_s", "step_s": "trainer_step_s"}
 DETERMINISTIC = 'true, false or "check"'

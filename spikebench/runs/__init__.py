@@ -22,14 +22,16 @@ FORMATS = ("tensorboard", "hf-trainer-state", "lightning-csv", "wandb-history", 
 
 
 def read_runs(path: str | Path, *, step: str | None = None, metric: str | None = None,
-              grad_metric: str | None = None) -> list[RunLog]:
+              grad_metric: str | None = None,
+              extra: dict[str, str] | None = None) -> list[RunLog]:
     """Every run in file or folder ``path``, names unique. ``step``/``metric``/
     ``grad_metric``: the source's names for the step, loss and grad-norm columns (or tags,
-    or metric keys) where the guess could be wrong. Every problem raises
+    or metric keys) where the guess could be wrong; ``extra``: record key -> a column the
+    caller names (absent: one line). Every problem raises
     :class:`~spikebench.errors.UserError` with one line."""
     from spikebench.runs.discover import discover
 
-    return discover(path, step=step, metric=metric, grad_metric=grad_metric).runs
+    return discover(path, step=step, metric=metric, grad_metric=grad_metric, extra=extra).runs
 
 
 __all__ = ["FORMATS", "RunLog", "read_runs"]

@@ -15,7 +15,8 @@ which are taken and said (``note``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from spikebench import metrics as M
 from spikebench.errors import UserError
@@ -29,15 +30,31 @@ WANDB_STEP = "_step"
 LOSS_NAMES = ("loss", M.TRAIN_LOSS, "train_loss", "train_loss_step", "loss/train")
 GRAD_NAMES = ("grad_norm", M.GRAD_NORM, "train/grad_norm")
 VAL_NAMES = (M.VAL_LOSS, "val_loss", "eval/loss", "eval_loss", "validation/loss",
-             "validation_loss", "valid/loss", "valid_loss", "loss/val", "val_loss_epoch")
-LR_NAMES = (M.LR, "lr", "learning_rate", "train/learning_rate", "lr-adamw", "lr-adam",
-            "lr-sgd")
-TOKEN_NAMES = (M.TOKENS, "tokens", "num_input_tokens_seen", "train/num_input_tokens_seen")
+             "validation_loss", "valid/loss", "valid_loss", "loss/val", "val_loss_epoch",
+             "val/lm_loss")
+LR_NAMES = (M.LR, "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw",
+            "lr-adam", "lr-sgd")
+TOKEN_NAMES = (M.TOKENS, "tokens", "num_input_tokens_seen", "train/num_input_tokens_seen",
+               "train/tokens")
+# A trainer's own throughput (``spikebench bench`` compares it): tokens a second, seconds
+# a step.
+TOKENS_PER_S_NAMES = (M.TOKENS_PER_S, "tokens_per_s", "tokens_per_sec", "tokens/s", "tok/s",
+                      "train/tokens_per_s")
+STEP_S_NAMES = (M.STEP_S, "step_s", "step_time", "time/step", "s_per_step", "iter_time")
+# The series a run may have beside its loss and grad norm, by record key; the first name
+# present is read. They decide no spike.
+OPTIONAL = ((M.VAL_LOSS, VAL_NAMES), (M.LR, LR_NAMES), (M.TOKENS, TOKEN_NAMES),
+            (M.TOKENS_PER_S, TOKENS_PER_S_NAMES), (M.STEP_S, STEP_S_NAMES))
 
 
 class MissingColumn(UserError):
     """No step or loss column at all: in a folder walk, a file that is no training log
-    (a results table beside the runs) is skipped for this, and said so."""
+    (a results table beside the runs) is skipped for this, and said so. ``name``: the
+    column asked for by name, where one was; ``found``: the columns there are."""
+
+    def __init__(self, message: str, name: str | None = None, found: Sequence[str] = ()):
+        super().__init__(message)
+        self.name, self.found = name, list(found)
 
 
 def norm(name: str) -> str:
@@ -70,7 +87,7 @@ def _explicit(where: str, cols: Sequence[str], name: str, what: str, flag: str) 
                         f"{_listed(suffix)}; read the file as a W&B chart export "
                         "(`spikebench spikes FILE` analyses each run by name)")
     raise MissingColumn(f"{where}: {flag} {name}: no {what} {name!r} "
-                        f"(found {_listed(list(cols))})")
+                        f"(found {_listed(list(cols))})", name, cols)
 
 
 def pick_step(where: str, cols: Sequence[str], explicit: str | None = None,
@@ -154,3 +171,44 @@ def pick_optional(cols: Sequence[str], names: Sequence[str], used: Sequence[str]
     if not got and names is LR_NAMES:  # Lightning's LearningRateMonitor: lr-<optimizer>
         got = [c for c in cols if norm(c).startswith("lr-") and c not in used]
     return got[0] if got else None
+
+
+@dataclass
+class Choice:
+    """The columns a table is read by: the step's, and per record key (``M.TRAIN_LOSS``,
+    ``M.GRAD_NORM``, the :data:`OPTIONAL` keys, ``M.INJECTED``) the source's column; how a
+    choice was made where one was (``notes``)."""
+
+    step: str
+    series: dict[str, str]
+    notes: tuple[str, ...] = ()
+
+
+def choose(where: str, cols: Sequence[str], *, step_col: str | None = None,
+           step: str | None = None, metric: str | None = None,
+           grad_metric: str | None = None, extra: Mapping[str, str] | None = None,
+           count: Callable[[str], int] | None = None, what: str = "column") -> Choice:
+    """Every column of a table by these rules, the one choice every reader makes: the
+    step (``step_col`` where the reader laid the steps out itself), the loss, the grad
+    norm, the optional series, and ``extra`` (record key -> the column a caller names,
+    e.g. a bench suite's throughput column: absent, :class:`MissingColumn`)."""
+    step_note = ""
+    if step_col is None:
+        step_col, step_note = pick_step(where, cols, step, what)
+    rest = [c for c in cols if c != step_col]
+    loss_col, loss_note = pick_loss(where, rest, metric, count, what)
+    grad_col = pick_grad(where, [c for c in rest if c != loss_col], grad_metric, what)
+    series = {M.TRAIN_LOSS: loss_col, **({M.GRAD_NORM: grad_col} if grad_col else {})}
+    used: list[str] = [c for c in series.values()]
+    for key, names in OPTIONAL:
+        if extra and key in extra:
+            continue
+        col = pick_optional(rest, names, used)
+        if col is not None:
+            series[key] = col
+            used.append(col)
+    for key, name in (extra or {}).items():
+        series[key] = _explicit(where, cols, name, what, key)
+    if M.INJECTED in rest:
+        series[M.INJECTED] = M.INJECTED
+    return Choice(step_col, series, tuple(n for n in (step_note, loss_note) if n))

@@ -107,10 +107,10 @@ def _read_folder(fmt: str, d: Path, name: str, **opts) -> RunLog:
 
 
 def discover(path: str | Path, *, step: str | None = None, metric: str | None = None,
-             grad_metric: str | None = None) -> Found:
+             grad_metric: str | None = None, extra: dict[str, str] | None = None) -> Found:
     """Every run at ``path`` (a file or a folder, see the module docstring)."""
     root = Path(path)
-    opts = {"step": step, "metric": metric, "grad_metric": grad_metric}
+    opts = {"step": step, "metric": metric, "grad_metric": grad_metric, "extra": extra}
     if not is_dir(root):
         runs = read_file(root, name=root.name, **opts)
         return _unique(Found(runs, single=len(runs) == 1))

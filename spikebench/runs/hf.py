@@ -75,7 +75,8 @@ def _params(state_path: Path, state: dict[str, Any], output: Path) -> dict[str, 
 
 
 def read(path: Path, *, name: str, step: str | None = None, metric: str | None = None,
-         grad_metric: str | None = None) -> RunLog:
+         grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> RunLog:
     """A trainer_state.json file, or an output (or checkpoint) folder holding one."""
     if path.is_dir():
         state_path, state = latest(path)
@@ -91,5 +92,5 @@ def read(path: Path, *, name: str, step: str | None = None, metric: str | None =
     cells = {c: [r.get(c) for r in rows] for c in cols}
     params = _params(state_path, state, output)
     return build(state_path, cols, cells, name=name, fmt=FORMAT, step=step, metric=metric,
-                 grad_metric=grad_metric, params=params,
+                 grad_metric=grad_metric, extra=extra, params=params,
                  seed=seed_of(params, ("args.seed", "trial.seed")))

@@ -22,10 +22,11 @@ FORMAT = "lightning-csv"
 
 
 def read(csv_path: Path, *, name: str, step: str | None = None, metric: str | None = None,
-         grad_metric: str | None = None) -> RunLog:
+         grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> RunLog:
     hparams = csv_path.parent / "hparams.yaml"
     params = {}
     if hparams.is_file():
         params = flatten(meta.table(hparams, meta.read_yaml(hparams)))
     return read_file(csv_path, name=name, fmt=FORMAT, step=step, metric=metric,
-                     grad_metric=grad_metric, params=params, seed=seed_of(params))
+                     grad_metric=grad_metric, extra=extra, params=params, seed=seed_of(params))

@@ -24,7 +24,8 @@ RUN_COLUMNS = ("dir_name", "run")
 
 
 def read(path: Path, *, name: str, prefix: str = "", step: str | None = None,
-         metric: str | None = None, grad_metric: str | None = None) -> list[RunLog]:
+         metric: str | None = None, grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> list[RunLog]:
     """Every run in the file: one, called ``name``, or one per value of the run column,
     called ``<prefix><run>``."""
     cols, cells = read_table(path)
@@ -51,6 +52,7 @@ def read(path: Path, *, name: str, prefix: str = "", step: str | None = None,
         where = f"{path}, run {run!r}" if run_col is not None else str(path)
         out.append(build(path, tcols, tcells, fmt=FORMAT,
                          name=f"{prefix}{run}" if run_col is not None else name,
-                         step=step, metric=metric, grad_metric=grad_metric, what="tag",
+                         step=step, metric=metric, grad_metric=grad_metric, extra=extra,
+                         what="tag",
                          note=note, where=where, step_name=step_col))
     return out

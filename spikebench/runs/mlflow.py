@@ -86,7 +86,8 @@ def run_name(run: Path) -> str:
 
 
 def read(run: Path, *, name: str, step: str | None = None, metric: str | None = None,
-         grad_metric: str | None = None) -> RunLog:
+         grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> RunLog:
     series = {key: _metric(p) for key, p in _files(run / "metrics").items()}
     series = {k: v for k, v in series.items() if v}
     if not series:
@@ -94,6 +95,6 @@ def read(run: Path, *, name: str, step: str | None = None, metric: str | None = 
     params: dict[str, Any] = {k: scalar_text(_value(p)) for k, p in _files(run / "params").items()}
     cols, cells = series_table(series)
     return build(run, cols, cells, name=name, fmt=FORMAT, step=step, metric=metric,
-                 grad_metric=grad_metric, what="metric", params=params,
+                 grad_metric=grad_metric, extra=extra, what="metric", params=params,
                  seed=seed_of(params))
 

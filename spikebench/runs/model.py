@@ -29,6 +29,8 @@ class RunLog:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
     grad_column: str | None = None  # the source's name for the grad norm, where logged
+    # Every series read: record key -> the source's column (tag, metric key).
+    columns: dict[str, str] = field(default_factory=dict)
     # How a choice was made where the source offered several candidates (W&B's _step
     # beside the trainer's step, a summary beside the loss series), for the user to see.
     note: str = ""

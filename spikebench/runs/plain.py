@@ -15,18 +15,19 @@ from spikebench.runs.text import read_table
 
 
 def read_file(path: Path, *, name: str, fmt: str, step: str | None = None,
-              metric: str | None = None, grad_metric: str | None = None,
+              metric: str | None = None, grad_metric: str | None = None, extra: dict[str, str] | None = None,
               params: dict[str, Any] | None = None, seed: int | None = None,
               table: tuple[list[str], Any] | None = None) -> RunLog:
     """A CSV/TSV or JSONL log, every column read (validation loss and learning rate too);
     ``table``: its columns and cells where already read."""
     cols, cells = table or read_table(path)
     return build(path, cols, cells, name=name, fmt=fmt, step=step, metric=metric,
-                 grad_metric=grad_metric, params=params, seed=seed)
+                 grad_metric=grad_metric, extra=extra, params=params, seed=seed)
 
 
 def read_spikebench(folder: Path, *, name: str, step: str | None = None,
-                    metric: str | None = None, grad_metric: str | None = None) -> RunLog:
+                    metric: str | None = None, grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> RunLog:
     """A spikebench run folder. The built-in loop's ``config.json`` is the whole config
     (``optim.lr``, ``train.seed``, ...); the run API's and a command trial's hold the
     trainer's own ``params`` and the ``seed``."""
@@ -41,4 +42,4 @@ def read_spikebench(folder: Path, *, name: str, step: str | None = None,
             params = flatten(config)
             seed = seed_of(params, ("train.seed", "seed"))
     return read_file(folder / "metrics.jsonl", name=name, fmt="spikebench", step=step,
-                     metric=metric, grad_metric=grad_metric, params=params, seed=seed)
+                     metric=metric, grad_metric=grad_metric, extra=extra, params=params, seed=seed)

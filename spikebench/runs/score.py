@@ -37,6 +37,7 @@ def score_run(run: RunLog, *, rule: str = "default", gap: int = 5,
     out = {
         "run": run.name, "format": run.format, "path": str(run.path),
         "step_column": run.step_column, "loss_column": run.loss_column,
+        "grad_column": run.grad_column,
         "steps": res["steps"], "n_events": len(loss),
         "worst_severity": max(areas) if areas else None,
         "events": [{k: e[k] for k in EVENT_KEYS} for e in res["events"]],

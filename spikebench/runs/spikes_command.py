@@ -46,7 +46,7 @@ def run_spikes(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise UserError(f"--plot {args.plot}: cannot write the plot ({e})") from None
     if args.json:
-        out = {"steps": res["steps"],
+        out = {"steps": res["steps"], **columns_of(log),
                "events": [{k: e[k] for k in JSON_EVENT_KEYS} for e in res["events"]],
                "spike_score": res["spike_score"]}
         if ttt is not None:
@@ -57,6 +57,12 @@ def run_spikes(args: argparse.Namespace) -> int:
     else:
         _print_spikes(res, log, args.detector, ttt)
     return 0
+
+
+def columns_of(log) -> dict:
+    """The columns a reading took, as every reading states them (``--json`` too)."""
+    return {"step_column": log.step_column, "loss_column": log.loss_column,
+            "grad_column": log.grad_column}
 
 
 def _spikes_input(args: argparse.Namespace):
@@ -101,10 +107,12 @@ def _spikes_table(found, args: argparse.Namespace) -> int:
             return "not reached"
         return f"{t['step']} ({'val' if t['metric'] == 'val/loss' else 'train'})"
 
-    headers = ["run", "format", "steps", "loss column", "events", "worst severity"]
+    headers = ["run", "format", "steps", "step column", "loss column", "events",
+               "worst severity"]
     if args.target_loss is not None:
         headers.append(f"step at loss <= {args.target_loss:g}")
-    table = [[r["run"], r["format"], r["steps"], r["loss_column"], r["n_events"],
+    table = [[r["run"], r["format"], r["steps"], r["step_column"], r["loss_column"],
+              r["n_events"],
               "-" if r["worst_severity"] is None else f"{r['worst_severity']:.3g}",
               *([reached(r["time_to_target"])] if args.target_loss is not None else [])]
              for r in rows]
@@ -123,7 +131,7 @@ def _print_spikes(res: dict, log, detector: str, ttt: dict | None = None) -> Non
 
     print(f"{log.path}: {res['steps']} steps, loss column {log.loss_column!r}"
           + (f", grad norm column {log.grad_column!r}" if log.grad_column else "")
-          + f", detector {detector}")
+          + f", step column {log.step_column!r}, detector {detector}")
     if log.note:
         print(f"note: {log.note}")
     if res["events"]:

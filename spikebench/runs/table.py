@@ -16,15 +16,7 @@ from typing import Any
 
 from spikebench import metrics as M
 from spikebench.errors import UserError
-from spikebench.runs.columns import (
-    LR_NAMES,
-    TOKEN_NAMES,
-    VAL_NAMES,
-    pick_grad,
-    pick_loss,
-    pick_optional,
-    pick_step,
-)
+from spikebench.runs.columns import choose
 from spikebench.runs.model import RunLog
 from spikebench.runs.text import numeric
 from spikebench.spikes.logs import MAX_STEP, Log, make_frame
@@ -43,37 +35,50 @@ def build(path: Path, cols: Sequence[str], cells: Mapping[str, list], *, name: s
           fmt: str, step: str | None = None, metric: str | None = None,
           grad_metric: str | None = None, what: str = "column",
           params: dict[str, Any] | None = None, seed: int | None = None,
-          note: str = "", where: str | None = None, step_name: str = "step") -> RunLog:
+          note: str = "", where: str | None = None, step_name: str = "step",
+          extra: Mapping[str, str] | None = None) -> RunLog:
     """The run in ``cells`` (column -> cells in row order). The step column is chosen by
     :func:`.columns.pick_step` unless the table has :data:`STEP_KEY`, a step its reader
     laid out (called ``step_name``); then ``--step`` is refused unless the reader used
-    it. The loss is chosen by :func:`.columns.pick_loss`. ``where`` names the source in
-    errors (default: ``path``)."""
+    it. The other columns are chosen by :func:`.columns.choose` (``extra``: its). ``where``
+    names the source in errors (default: ``path``)."""
     where = where or str(path)
     if STEP_KEY in cols:
         if step and step != step_name:
             raise UserError(f"--step {step}: {where} is a {fmt} log, whose values carry "
                             "their own steps (--step names a CSV/JSONL column)")
-        step_col, step_note = STEP_KEY, ""
-    else:
-        step_col, step_note = pick_step(where, cols, step, what)
+    choice = choose(where, cols, step_col=STEP_KEY if STEP_KEY in cols else None, step=step,
+                    metric=metric, grad_metric=grad_metric, extra=extra, what=what,
+                    count=lambda c: sum(not _empty(v) for v in cells[c]))
+    step_col, loss_col = choice.step, choice.series[M.TRAIN_LOSS]
+    grad_col = choice.series.get(M.GRAD_NORM)
+    if step_col != STEP_KEY:
         step_name = step_col
-    rest = [c for c in cols if c != step_col]
-    loss_col, loss_note = pick_loss(where, rest, metric,
-                                    lambda c: sum(not _empty(v) for v in cells[c]), what)
-    grad_col = pick_grad(where, [c for c in rest if c != loss_col], grad_metric, what)
-    used = [loss_col, grad_col]
-    series: dict[str, str | None] = {M.TRAIN_LOSS: loss_col, M.GRAD_NORM: grad_col}
-    for key, names in ((M.VAL_LOSS, VAL_NAMES), (M.LR, LR_NAMES), (M.TOKENS, TOKEN_NAMES)):
-        series[key] = col = pick_optional(rest, names, used)
-        used.append(col)
-    series[M.INJECTED] = M.INJECTED if M.INJECTED in rest else None
     # numeric names the source in its errors as given: the run's own name where a file
     # holds several.
     values = {key: numeric(cells[col], col, where, required=key == M.TRAIN_LOSS)  # type: ignore[arg-type]
-              for key, col in series.items() if col is not None}
+              for key, col in choice.series.items()}
     steps = numeric(cells[step_col], step_name, where, required=True)  # type: ignore[arg-type]
     by_step: dict[int, dict[str, Any]] = {}
+    repeated = merge_rows(by_step, steps, values, cells[step_col], where=where,
+                          label=f"{what} {step_name!r}")
+    records = [by_step[k] for k in sorted(by_step)]
+    if not any(M.TRAIN_LOSS in r for r in records):
+        raise UserError(f"{where}: {what} {loss_col!r} has no values with a step")
+    return RunLog(name=name, path=path, format=fmt, records=records, step_column=step_name,
+                  loss_column=loss_col, params=params or {}, seed=seed,
+                  grad_column=grad_col if any(M.GRAD_NORM in r for r in records) else None,
+                  columns={M.STEP: step_name, **choice.series},
+                  note="; ".join(n for n in (note, *choice.notes, _repeats(repeated)) if n))
+
+
+def merge_rows(by_step: dict[int, dict[str, Any]], steps: Sequence[float | None],
+               values: Mapping[str, Sequence[float | None]], raw: Sequence[Any], *,
+               where: str, label: str, first_row: int = 0) -> set[int]:
+    """Rows (their steps, their values by record key) merged into ``by_step``, a later
+    value winning; the steps whose loss was logged again. A row with a loss needs a whole
+    step in 0..2**53 - 1; a row without one (an evaluation or summary) is skipped
+    without one."""
     repeated: set[int] = set()
     for i, s in enumerate(steps):
         row = {k: v[i] for k, v in values.items() if v[i] is not None}
@@ -83,22 +88,15 @@ def build(path: Path, cols: Sequence[str], cells: Mapping[str, list], *, name: s
             if M.TRAIN_LOSS not in row:
                 continue  # an evaluation or summary row without a step: not the loss
             what_s = "missing step" if s is None else f"step {s!r} is not an integer"
-            raise UserError(f"{where}: {what} {step_name!r}, row {i + 1}: {what_s}")
+            raise UserError(f"{where}: {label}, row {first_row + i + 1}: {what_s}")
         if not 0 <= s <= MAX_STEP:
-            raise UserError(f"{where}: {what} {step_name!r}, row {i + 1}: step "
-                            f"{cells[step_col][i]!r} is out of range (allowed: 0 to 2**53 - 1)")
+            raise UserError(f"{where}: {label}, row {first_row + i + 1}: step {raw[i]!r} is "
+                            "out of range (allowed: 0 to 2**53 - 1)")
         rec = by_step.setdefault(int(s), {M.STEP: int(s)})
         if M.TRAIN_LOSS in row and M.TRAIN_LOSS in rec:
             repeated.add(int(s))
         rec.update(row)
-    records = [by_step[k] for k in sorted(by_step)]
-    if not any(M.TRAIN_LOSS in r for r in records):
-        raise UserError(f"{where}: {what} {loss_col!r} has no values with a step")
-    return RunLog(name=name, path=path, format=fmt, records=records, step_column=step_name,
-                  loss_column=loss_col, params=params or {}, seed=seed,
-                  grad_column=grad_col if any(M.GRAD_NORM in r for r in records) else None,
-                  note="; ".join(n for n in (note, step_note, loss_note, _repeats(repeated))
-                                 if n))
+    return repeated
 
 
 def _repeats(steps: set[int]) -> str:

@@ -120,7 +120,8 @@ def _event_folders(folder: Path) -> list[Path]:
 
 
 def read(path: Path, *, name: str, step: str | None = None, metric: str | None = None,
-         grad_metric: str | None = None) -> tuple[RunLog, list[Path]]:
+         grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> tuple[RunLog, list[Path]]:
     """The run in event file or folder ``path``, and the subfolders it took hparams from
     (not runs of their own)."""
     series, hparams = load(path)
@@ -139,5 +140,5 @@ def read(path: Path, *, name: str, step: str | None = None, metric: str | None =
         raise UserError(f"{path}: no scalars in its TensorBoard event files")
     cols, cells = series_table(series)
     return build(path, cols, cells, name=name, fmt=FORMAT, step=step, metric=metric,
-                 grad_metric=grad_metric, what="tag", params=hparams,
+                 grad_metric=grad_metric, extra=extra, what="tag", params=hparams,
                  seed=seed_of(hparams)), claimed

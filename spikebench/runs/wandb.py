@@ -48,16 +48,18 @@ def _config(path: Path, cols: list[str], cells) -> dict[str, Any]:
 
 
 def read_history(path: Path, *, name: str, step: str | None = None,
-                 metric: str | None = None, grad_metric: str | None = None) -> RunLog:
+                 metric: str | None = None, grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> RunLog:
     cols, cells = read_table(path)
     params = _config(path, cols, cells)
     data = [c for c in cols if not c.lower().startswith(CONFIG_PREFIXES)]
     return build(path, data, cells, name=name, fmt=HISTORY, step=step, metric=metric,
-                 grad_metric=grad_metric, params=params, seed=seed_of(params))
+                 grad_metric=grad_metric, extra=extra, params=params, seed=seed_of(params))
 
 
 def read_chart(path: Path, *, prefix: str = "", step: str | None = None,
-               metric: str | None = None, grad_metric: str | None = None) -> list[RunLog]:
+               metric: str | None = None, grad_metric: str | None = None,
+         extra: dict[str, str] | None = None) -> list[RunLog]:
     """Every run of a panel export, called ``<prefix><run>``."""
     cols, cells = read_table(path)
     xs = [c for c in cols if " - " not in c]
@@ -74,6 +76,6 @@ def read_chart(path: Path, *, prefix: str = "", step: str | None = None,
     for run, metrics in runs.items():
         sub = {xs[0]: cells[xs[0]], **{k: cells[c] for k, c in metrics.items()}}
         out.append(build(path, [xs[0], *metrics], sub, name=f"{prefix}{run}", fmt=CHART,
-                         step=step, metric=metric, grad_metric=grad_metric,
+                         step=step, metric=metric, grad_metric=grad_metric, extra=extra,
                          where=f"{path}, run {run!r}"))
     return out

@@ -10,20 +10,20 @@ SIGKILL after ``grace_s``). Its stdout and stderr go to the run folder's ``stdou
 ``stderr.log``.
 
 After it exits 0 the seed's summary is the run folder's ``summary.json`` when the script
-used the API (:func:`spikebench.init`); else its log (``log``, CSV or JSONL, the columns
-``spikebench spikes`` reads, plus a validation loss) is read whole and scored by the API's
-own code, which writes ``summary.json``. A non-zero exit fails the trial with the last line
-of the command's stderr. While a seed runs, its ``log`` is scored as it grows
-(:class:`LiveLog`: the run folder's ``metrics.jsonl.partial``, which the sweep's live
-metrics follow); the first seed's validation losses (from ``log`` or the API's
-``metrics.jsonl``) are printed as the built-in runner prints them, so the driver prunes
-command trials as it prunes its own. ``TRIAL_DIR/result.json`` is
-written as :mod:`.runner` writes it.
+used the API (:func:`spikebench.init`); else its log (``log``: a file or folder in any
+format :mod:`spikebench.runs` reads, read as ``spikebench spikes`` reads it) is read whole
+and scored by the API's own code, which writes ``summary.json``; a log that ends short of
+the budget, or runs past it, fails the seed. A non-zero exit fails the trial with the last
+line of the command's stderr. While a seed runs, its ``log`` is scored as it grows
+(:class:`LiveLog` over :class:`spikebench.runs.tail.Tail`: the run folder's
+``metrics.jsonl.partial``, which the sweep's live metrics follow); the first seed's
+validation losses (from ``log`` or the API's ``metrics.jsonl``) are printed as the built-in
+runner prints them, so the driver prunes command trials as it prunes its own.
+``TRIAL_DIR/result.json`` is written as :mod:`.runner` writes it.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -40,17 +40,9 @@ from spikebench.api import context
 from spikebench.api.decision import Decision
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_json, die_with_parent, kill_with_parent
-from spikebench.spikes.logs import GRAD_NAMES, LOSS_NAMES, STEP_NAMES, _find
+from spikebench.runs.tail import Tail
 from spikebench.sweep.spec import ARGS_MACRO
 
-# Columns of a trainer's own log, matched case-insensitively like ``spikebench spikes``'s
-# (step, loss, grad norm: spikebench.spikes.logs), plus the validation loss, LR and tokens.
-VAL_NAMES = ("val_loss", M.VAL_LOSS, "eval_loss", "eval/loss", "valid_loss",
-             "validation_loss", "val/lm_loss")
-LR_NAMES = ("lr", M.LR, "learning_rate", "train/lr", "train/learning_rate")
-TOKENS_NAMES = ("tokens", M.TOKENS, "train/tokens")
-COLUMNS = ((M.TRAIN_LOSS, LOSS_NAMES), (M.GRAD_NORM, GRAD_NAMES), (M.VAL_LOSS, VAL_NAMES),
-           (M.LR, LR_NAMES), (M.TOKENS, TOKENS_NAMES))
 POLL_S = 0.2  # how often the first seed's log is read for new validation losses
 PRUNE_FILE = "prune"  # in the trial folder: made by the driver when it prunes the trial
 API_LOG = "metrics.jsonl"  # what spikebench.init writes in the run folder
@@ -95,93 +87,32 @@ def seed_env(job: dict[str, Any], trial_dir: Path, run_dir: Path, seed: int) -> 
     return env
 
 
-class LogReader:
-    """A CSV or JSONL log read as it grows: each call to :meth:`rows` returns the rows
-    completed since the last (``final``: also a last line without its newline)."""
+def read_log(path: Path, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """A trainer's own log read whole, as ``spikebench spikes`` reads it: its one run's
+    records. A log of several runs, one that ends short of the budget (``[trainer]
+    steps``: its last step and the log's own interval fall short of it) or one that runs
+    past it is refused in one line."""
+    from spikebench.runs import read_runs
 
-    def __init__(self, path: Path, *, before: Path | None = None):
-        """``before``: the name the log has while it is written (the API's
-        ``metrics.jsonl.partial``, renamed to ``path`` when the run finishes)."""
-        self.path = path
-        self.before = before
-        self.offset = 0
-        self.header: list[str] | None = None
-        self.jsonl: bool | None = None
-        self.rest = b""
-
-    def _kind(self, head: bytes) -> bool:
-        suffix = self.path.suffix.lower()
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            return True
-        if suffix in (".csv", ".tsv", ".txt"):
-            return False
-        return head.lstrip().startswith(b"{")
-
-    def rows(self, final: bool = False) -> list[dict[str, Any]]:
-        where = self.before if self.before is not None and self.before.exists() else self.path
-        try:
-            with where.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self.rest + data
-        cut = data.rfind(b"\n") + 1
-        lines, self.rest = data[:cut].splitlines(), data[cut:]
-        if final and self.rest.strip():
-            lines.append(self.rest)
-            self.rest = b""
-        out = []
-        for raw in lines:
-            text = raw.decode("utf-8", "replace").strip()
-            if not text:
-                continue
-            if self.jsonl is None:
-                self.jsonl = self._kind(raw)
-            if self.jsonl:
-                try:
-                    row = json.loads(text)
-                except ValueError:
-                    continue  # a line cut short or damaged: no values
-                if isinstance(row, dict):
-                    out.append(row)
-                continue
-            sep = "\t" if self.path.suffix.lower() == ".tsv" else ","
-            cells = next(csv.reader([text], delimiter=sep))
-            if self.header is None:
-                self.header = [c.strip() for c in cells]
-            elif len(cells) == len(self.header):
-                out.append(dict(zip(self.header, cells, strict=True)))
-        return out
-
-
-def _number(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def metric_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A log's rows as metric records (:mod:`spikebench.metrics` names), one per step in
-    step order; rows of the same step merge (a later value wins, as for a resumed run)."""
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    step_col = _find(keys, STEP_NAMES)
-    if step_col is None:
-        return []
-    cols = {name: col for name, names in COLUMNS if (col := _find(keys, names, wandb=True))}
-    by_step: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        step = _number(r.get(step_col))
-        if step is None or not math.isfinite(step) or step != int(step) or step < 0:
-            continue
-        rec = {name: v for name, col in cols.items() if (v := _number(r.get(col))) is not None}
-        if rec:
-            by_step.setdefault(int(step), {}).update(rec)
-    return [{M.STEP: s, **by_step[s]} for s in sorted(by_step)]
+    name = job["trainer"]["log"]
+    runs = read_runs(path)
+    if len(runs) != 1:
+        shown = ", ".join(repr(r.name) for r in runs[:5]) + (", ..." if len(runs) > 5 else "")
+        raise UserError(f"its log {name!r} holds {len(runs)} runs ({shown}); a seed's log "
+                        "is one run")
+    records = runs[0].records
+    budget = int(job["trainer"]["steps"])
+    train = [r[M.STEP] for r in records if M.TRAIN_LOSS in r]
+    last = train[-1]
+    every = max((b - a for a, b in zip(train, train[1:], strict=False)), default=1)
+    if last > budget:
+        raise UserError(f"its log {name!r} reaches step {last}, past the budget of {budget} "
+                        "steps ([trainer] steps): the command must stop there")
+    diverged = any(not math.isfinite(r[M.TRAIN_LOSS]) for r in records if M.TRAIN_LOSS in r)
+    if last + every < budget and not diverged:
+        raise UserError(f"its log {name!r} ends at step {last}, short of the budget of "
+                        f"{budget} steps, though the command exited 0")
+    return records
 
 
 def score_log(path: Path, run_dir: Path, job: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -189,15 +120,12 @@ def score_log(path: Path, run_dir: Path, job: dict[str, Any], seed: int) -> dict
     writes the run folder's ``metrics.jsonl``, ``meta.json`` and ``summary.json``."""
     from spikebench.api.run import Run
 
-    records = metric_rows(LogReader(path).rows(final=True))  # read whole before writing
-    if not any(M.TRAIN_LOSS in r for r in records):
-        raise ValueError(f"{path.name}: no training loss column (looked for "
-                         f"{', '.join(LOSS_NAMES)} beside a step column: "
-                         f"{', '.join(STEP_NAMES)})")
+    records = read_log(path, job)  # read whole before writing
     spikes = job["spikes"]
     run = Run(params=job["params"], seed=seed, run_dir=run_dir, detector=spikes["detector"],
               gap=spikes["gap"], target_loss=spikes["target_loss"], device="cpu")
     for rec in records:
+        rec = dict(rec)
         step = rec.pop(M.STEP)
         if run.log(step, rec) is Decision.DIVERGED:
             break  # the built-in loop stops at a non-finite loss too
@@ -208,29 +136,19 @@ class LiveLog:
     """A trainer's own log scored while it grows, so a sweep's live metrics see its loss
     and spike events: its new rows feed a run of the API (online monitor, the run folder's
     ``metrics.jsonl.partial``, which the sweep's follower exports like any trial's log).
-    The last step waits for a later one (a JSONL log may add that step's validation loss
-    on a later line). A step that goes back (a script resumed from its checkpoint) ends
-    the live view: at the end the whole log is read again and scored (:func:`score_log`)."""
+    The tail gives a step once a later one began; a step that goes back (a script
+    resumed from its checkpoint) ends it: at the end the whole log is read again and scored
+    (:func:`score_log`)."""
 
     def __init__(self, path: Path, run_dir: Path, job: dict[str, Any], seed: int):
-        self.reader = LogReader(path)
+        self.tail = Tail(path)
         self.run_dir, self.job, self.seed = run_dir, job, seed
         self.run = None
-        self.held: dict[str, Any] | None = None
-        self.last = -1  # the last step fed
         self.live = True
 
     def poll(self, final: bool = False) -> list[dict[str, Any]]:
         """Read and feed what the log gained; returns its new records."""
-        records = metric_rows(self.reader.rows(final))
-        if self.held is not None:
-            if records and records[0][M.STEP] == self.held[M.STEP]:
-                records[0] = {**self.held, **records[0]}
-            else:
-                records.insert(0, self.held)
-            self.held = None
-        if records and not final:
-            self.held = records.pop()
+        records = self.tail.poll(final)
         if self.live:
             for rec in records:
                 self._feed(rec)
@@ -240,9 +158,8 @@ class LiveLog:
         from spikebench.api.run import Run
 
         step = rec[M.STEP]
-        if step <= self.last or M.TRAIN_LOSS not in rec:
-            self.live = step > self.last  # a step gone back: stop; no loss: skip the row
-            return
+        if M.TRAIN_LOSS not in rec:
+            return  # an evaluation without a training loss: the whole read scores it
         try:
             if self.run is None:
                 spikes = self.job["spikes"]
@@ -253,7 +170,6 @@ class LiveLog:
             self.run.log(step, {k: v for k, v in rec.items() if k != M.STEP})
         except UserError:  # the folder cannot take a live view: the end's scoring decides
             self.live = False
-        self.last = step
 
     def close(self) -> None:
         """Close the live run's log unfinished (the whole log is scored next)."""
@@ -324,7 +240,7 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     live = LiveLog(log, run_dir, job, seed) if log is not None else None
     follow = None
     if report and log is None:  # the API writes metrics.jsonl.partial until it finishes
-        follow = LogReader(run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
+        follow = Tail(run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
     with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
         try:
             _proc = subprocess.Popen(argv, cwd=run_dir, env=seed_env(job, trial_dir, run_dir, seed),
@@ -345,10 +261,10 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
         raise _Stop(f"{how}: {last}" if last else f"{how} (nothing on its stderr)")
     if (run_dir / "summary.json").is_file():
         summary = json.loads((run_dir / "summary.json").read_text())
-    elif log is not None and log.is_file():
+    elif log is not None and log.exists():
         try:
             summary = score_log(log, run_dir, job, seed)
-        except ValueError as e:
+        except UserError as e:
             raise _Stop(str(e)) from None
     else:
         raise _Stop("exited 0 but wrote neither summary.json (spikebench.init) nor "
@@ -359,10 +275,10 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     return summary
 
 
-def _poll(live: LiveLog | None, follow: LogReader | None, report: bool, seed: int,
+def _poll(live: LiveLog | None, follow: Tail | None, report: bool, seed: int,
           final: bool = False) -> None:
     records = (live.poll(final) if live is not None else
-               metric_rows(follow.rows(final)) if follow is not None else [])
+               follow.poll(final) if follow is not None else [])
     if report:
         _report(records, seed)
 

@@ -86,6 +86,9 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         try:
             pruned = _follow(proc, trial, spec, lock, attrs, proc.kill)
             proc.wait()
+        except BaseException:  # interrupted here (a worker's SIGTERM): the trial's
+            proc.kill()  # process goes now, not only once this one exits
+            raise
         finally:
             with _children_lock:
                 _children.discard(proc)
@@ -187,6 +190,9 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
         try:
             pruned = _follow(proc, trial, spec, lock, attrs, stop)
             proc.wait()
+        except BaseException:  # interrupted here (a worker's SIGTERM): the trial's
+            proc.kill()  # process goes now, not only once this one exits
+            raise
         finally:
             with _children_lock:
                 _children.discard(proc)

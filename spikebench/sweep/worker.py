@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 from spikebench.errors import UserError
 from spikebench.sweep import spares
 from spikebench.sweep.folders import make_folder
+from spikebench.sweep.preempt import Stop
 from spikebench.sweep.slots import worker_slot
 from spikebench.sweep.studies import (
     Heartbeat,
@@ -123,8 +124,9 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
         try:
             # Warm the next process only while every busy worker (those running, and this
             # one) still has a trial to come after this one: a spare at the end goes unused.
-            out = run_trial(trial, spec, slot, trials_dir, nullcontext(),
-                            warm_next=left[0] - 1 >= left[1] + 1)
+            with stop.interruptible():  # SIGTERM/USR1 here: given back (below)
+                out = run_trial(trial, spec, slot, trials_dir, nullcontext(),
+                                warm_next=left[0] - 1 >= left[1] + 1)
         except OSError as e:  # its folder or its process could not be made here
             own = f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - record it and keep the worker alive
@@ -177,8 +179,10 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
 
         follower = Follower(metrics, trials_dir).start()
     spares.open_()
+    stop = Stop()  # a signal (Slurm's time limit, preemption) stops it: see preempt.py
     try:
         while True:
+            stop.check()
             # Checking the target and creating the next trial are one step across workers,
             # else two workers that both see one trial left both start one.
             gate.acquire()
@@ -201,7 +205,8 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             if trial is None:
                 # The rest is running elsewhere. Stay until it finishes or its worker's
                 # heartbeat goes stale, so a dead worker's trial is still retried.
-                time.sleep(_POLL_S)
+                with stop.interruptible():
+                    time.sleep(_POLL_S)
                 continue
             error = run(trial)
             ran += 1
@@ -216,6 +221,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
                     f"{study_name!r}: check this server's --results folder, corpus and "
                     "installation, then start the worker again")
     finally:
+        stop.restore()
         spares.close()
         heart.stop()
         gate.close()

@@ -74,12 +74,13 @@ def test_the_table_one_line_per_run_and_time_to_target(folder, capsys):
     d, _ = folder
     assert main(["spikes", str(d / "hf"), "--target-loss", "1.2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:6] == ["run", "format", "steps", "loss", "column", "events"]
+    assert lines[0].split()[:8] == ["run", "format", "steps", "step", "column", "loss", "column",
+                                    "events"]
     assert "step at loss <= 1.2" in lines[0]
     body = {line.split()[0]: line.split() for line in lines[2:] if line.split()
             and not line.startswith(("note:",)) and "runs," not in line}
     assert len(body) == 11  # hf/: 2 HF runs, 2 MLflow, 2 in the chart, 4 histories, long
-    assert body["run-a"][1:5] == ["hf-trainer-state", "50", "loss", "1"]
+    assert body["run-a"][1:6] == ["hf-trainer-state", "50", "step", "loss", "1"]
     assert body["run-a"][-2:] == ["40", "(val)"]  # the first evaluation (40, 50) at or below
     assert body["wandb/chart-export.csv:run-a"][-1] == "(train)"  # no validation loss there
     assert any(line.startswith("note: wandb/run-a-history.csv: step column") for line in lines)
