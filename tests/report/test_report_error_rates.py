@@ -2,9 +2,8 @@
 judged by the report's code (spikebench.report.error_rates). 200 draws per case, from a
 fixed seed; benchmarks/verdict_errors.py measures the same cases with 2,000 draws each.
 
-The bounds hold in expectation (the tests are exact); a case allows 5% observed, the bound
-plus sampling error, which the old rule (supported when the estimate reached the claim)
-broke: 8% and 14% at 60% and 80% of the claim.
+The bounds hold in expectation (the tests are exact); a case allows the bound plus sampling
+error, which the earlier rule (supported when the estimate reached the claim) exceeded.
 """
 
 import pytest
