@@ -61,8 +61,16 @@ def _readme_example() -> tuple[list[str], str]:
     return cells, rest[:rest.index("[Reading a report]")]
 
 
-def test_the_readmes_sentences_about_the_example_match_its_report():
-    cells, text = _readme_example()
+def _scenarios_example() -> str:
+    """docs/scenarios.md's bullets on the example report, after its tables."""
+    doc = (EXAMPLE.parents[1] / "docs" / "scenarios.md").read_text().replace("−", "-")
+    start = doc.index("- Every run's burst is one event")
+    return doc[start:doc.index("## The LR-stability scenario")]
+
+
+@pytest.mark.parametrize("where", ["README.md", "docs/scenarios.md"])
+def test_the_sentences_about_the_example_match_its_report(where):
+    cells, text = _readme_example() if where == "README.md" else ([], _scenarios_example())
     report = (EXAMPLE / "report.md").read_text().replace("\\", "")
     # Every figure quoted (a table cell, a percentage, an interval's end) is one the
     # committed report prints, at most rounded to fewer decimals.
