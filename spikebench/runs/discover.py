@@ -6,10 +6,15 @@ name order, not following links to folders and skipping hidden ones (``.git``,
 MLflow's ``.trash``):
 
 - a run folder (:func:`.detect.detect_folder`: an HF output folder, an MLflow run, a
-  spikebench run, a Lightning version folder) is one run, and nothing below it is read (an
-  HF output folder's ``checkpoint-*`` states and its TensorBoard ``runs/`` are the same
-  run again);
-- a folder with TensorBoard event files is one run, less the hparams-only subfolders
+  spikebench run, a Lightning version folder) is one run. Its subfolders are its own (an
+  HF output folder's ``checkpoint-*`` states and TensorBoard ``runs/`` are the same run
+  again, an MLflow run's artifacts, a spikebench run's trainer log) and are named as
+  skipped where they hold logs, except an HF output folder's other subfolders, which are
+  walked on. Other logs beside it are runs of their own (a ``trainer_state.json`` among
+  other logs is one run of several), except beside a spikebench run (its trainer's own
+  log, read as its ``metrics.jsonl``: skipped, and named);
+- a folder with TensorBoard event files is one run (several where its files overlap as
+  two runs would: :func:`.tensorboard.merge`), less the hparams-only subfolders
   ``add_hparams`` writes, which it takes its parameters from; its other subfolders are
   walked on;
 - any other ``.csv``/``.tsv``/``.jsonl``/``.ndjson`` file is read as a file; one with no
@@ -70,7 +75,7 @@ def read_file(p: Path, *, name: str, prefix: str = "", **opts) -> list[RunLog]:
     """The runs of one file (``prefix``: what names its runs where it holds several)."""
     fmt = detect_file(p)
     if fmt == "tensorboard":
-        return [tensorboard.read(p, name=name, **opts)[0]]
+        return tensorboard.read(p, name=name, **opts)[0]
     if fmt == "hf-trainer-state":
         return [hf.read(p, name=name, **opts)]
     if fmt == "json-document":
@@ -94,6 +99,44 @@ def read_file(p: Path, *, name: str, prefix: str = "", **opts) -> list[RunLog]:
     }) == "spikebench":
         return [plain.read_spikebench(p.parent, name=name, **opts)]
     return [plain.read_file(p, name=name, fmt=fmt, **opts)]
+
+
+def _own(fmt: str, d: Path, subdirs: list[Path], skipped: list[str]
+         ) -> tuple[set[str], list[Path]]:
+    """The entries of run folder ``d`` its run is read from, and the subfolders still to
+    walk: an HF output folder's others (its checkpoints and TensorBoard ``runs/`` are the
+    same run again); no other run folder's (an MLflow run's artifacts, a spikebench run's
+    ``tb/``: its trainer's own log). Those not walked that hold logs are named in
+    ``skipped``."""
+    own = {"metrics.jsonl", "config.json", "meta.json", "metrics.csv", "trainer_state.json",
+           "meta.yaml"}
+    walk = []
+    for sub in subdirs:
+        if fmt == "hf-trainer-state" and not (sub.name.startswith("checkpoint-")
+                                              or sub.name == "runs"):
+            walk.append(sub)
+            continue
+        logs = _logs_below(sub)
+        if not logs:
+            continue
+        why = ("a checkpoint of the same run" if fmt == "hf-trainer-state"
+               and sub.name.startswith("checkpoint-") else
+               "the HF run's own TensorBoard log: the same run" if fmt == "hf-trainer-state"
+               else f"inside the {fmt} run {d.name!r}: its own files")
+        skipped.append(f"{sub} ({len(logs)} log file(s), {why})")
+    return own, walk
+
+
+def _logs_below(folder: Path, limit: int = 10_000) -> list[Path]:
+    out = []
+    for i, p in enumerate(folder.rglob("*")):
+        if i >= limit:
+            break
+        n = p.name.lower()
+        if (n.endswith(LOG_SUFFIXES) or "tfevents" in n or n == "trainer_state.json") \
+                and p.is_file():
+            out.append(p)
+    return out
 
 
 def _read_folder(fmt: str, d: Path, name: str, **opts) -> RunLog:
@@ -129,28 +172,35 @@ def discover(path: str | Path, *, step: str | None = None, metric: str | None = 
         fmt = detect_folder(d, {e.name for e in entries})
         subdirs = [Path(e.path) for e in entries
                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+        own: set[str] = set()  # entries the folder's run is read from
         if fmt in ONE_RUN_FOLDERS:
+            if fmt == "mlflow" and mlflow.is_deleted(d):
+                found.skipped.append(f"{d} (a deleted MLflow run)")
+                continue
             if fmt == "mlflow":
-                if mlflow.is_deleted(d):
-                    found.skipped.append(f"{d} (a deleted MLflow run)")
-                    continue
                 parent = "/".join(Path(rel).parts[:-2])
                 name = (parent + "/" if parent else "") + mlflow.run_name(d)
             found.runs.append(_read_folder(fmt, d, name, **opts))
             found.single = d == root
-            continue
-        if fmt == "tensorboard":
-            run, claimed = tensorboard.read(d, name=name, **opts)
-            found.runs.append(run)
-            found.single = d == root
+            own, subdirs = _own(fmt, d, subdirs, found.skipped)
+        elif any(tensorboard.is_event_file(e.name) for e in entries):
+            runs, claimed = tensorboard.read(d, name=name, **opts)
+            found.runs += runs
+            found.single = d == root and len(runs) == 1
             subdirs = [s for s in subdirs if s not in claimed]
+            own = {e.name for e in entries if tensorboard.is_event_file(e.name)}
         for e in entries:
-            if e.name.startswith(".") or not e.name.lower().endswith(LOG_SUFFIXES):
+            if e.name.startswith(".") or e.name in own or not (
+                    e.name.lower().endswith(LOG_SUFFIXES) or tensorboard.is_event_file(e.name)):
                 continue
             p = Path(e.path)
             if not e.is_file():  # a folder, a FIFO, a device, a dangling link
                 if not e.is_dir():
                     found.skipped.append(f"{p} (not a regular file)")
+                continue
+            if fmt == "spikebench":  # a command trial's own log, scored into metrics.jsonl
+                found.skipped.append(f"{p} (the log of the spikebench run beside it, read as "
+                                     "its metrics.jsonl)")
                 continue
             file_name = p.relative_to(root).as_posix()
             try:

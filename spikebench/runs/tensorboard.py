@@ -1,9 +1,12 @@
 """TensorBoard event files (``events.out.tfevents.*``), read by TensorBoard's own
 ``EventAccumulator``: no protobuf is parsed here.
 
-A run is one event file, or a folder's event files together (a resumed run writes a new
-file beside the old; TensorBoard purges the steps a restart orphaned, as it would show
-them). Scalars are those of ``add_scalar`` (``simple_value``) and TF2-style scalar
+A run is one event file, or a folder's event files together, as TensorBoard shows them: a
+resumed run writes a new file beside the old, and the steps the restart orphaned (the old
+file's from the new file's first step on) are dropped, which the run's note says. Files
+whose steps overlap otherwise (the later starts at or before the earlier's first step,
+with other values: two runs written to one folder) are never merged: each file is a run
+of its own, named ``<folder>/<file>``, and the note says why. Scalars are those of ``add_scalar`` (``simple_value``) and TF2-style scalar
 tensors. Hyperparameters come from the hparams plugin (``add_hparams``), in the run's own
 files or in the subfolder ``SummaryWriter.add_hparams`` writes them to: such a subfolder,
 holding hparams and no loss, belongs to the run above it and is not a run of its own; and
@@ -119,12 +122,55 @@ def _event_folders(folder: Path) -> list[Path]:
     return [p for p in subs if any(is_event_file(n) for n in os.listdir(p))]
 
 
+def merge(files: list[tuple[str, dict[str, list[tuple[int, float]]]]]
+          ) -> tuple[dict[str, list[tuple[int, float]]] | None, str]:
+    """Event files' series (in the order written) as one run's, and a note; None where
+    two files overlap as two runs would (module docstring)."""
+    merged: dict[str, dict[int, float]] = {}
+    notes = []
+    for name, series in files:
+        steps = [s for points in series.values() for s, _ in points]
+        if not steps:
+            continue
+        have = [s for points in merged.values() for s in points]
+        first = min(steps)
+        if have and first <= max(have):
+            same = all(merged.get(tag, {}).get(s, v) == v
+                       for tag, points in series.items() for s, v in points)
+            if not same and first <= min(have):
+                return None, (f"{name} logs steps {first} to {max(steps)} again with other "
+                              "values: a second run in the folder")
+            if not same:
+                for points in merged.values():
+                    for s in [s for s in points if s >= first]:
+                        del points[s]
+                notes.append(f"{name} resumes at step {first}: the earlier file's steps "
+                             f"{first} to {max(have)} dropped, as TensorBoard shows them")
+        for tag, points in series.items():
+            merged.setdefault(tag, {}).update(points)
+    return {tag: sorted(points.items()) for tag, points in merged.items()}, "; ".join(notes)
+
+
+def _event_files(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if is_event_file(p.name) and p.is_file())
+    except OSError:
+        return []
+
+
 def read(path: Path, *, name: str, step: str | None = None, metric: str | None = None,
          grad_metric: str | None = None,
-         extra: dict[str, str] | None = None) -> tuple[RunLog, list[Path]]:
-    """The run in event file or folder ``path``, and the subfolders it took hparams from
-    (not runs of their own)."""
-    series, hparams = load(path)
+         extra: dict[str, str] | None = None) -> tuple[list[RunLog], list[Path]]:
+    """The runs in event file or folder ``path`` (one, unless the folder's files overlap as
+    two runs would), and the subfolders it took hparams from (not runs of their own)."""
+    files = _event_files(path) if path.is_dir() else []
+    loaded: list[tuple[str, dict, dict]] = []
+    if len(files) > 1:
+        loaded = [(f.name, *load(f)) for f in files]
+        series, note = merge([(n, s) for n, s, _ in loaded])
+        hparams = {k: v for _, _, h in loaded for k, v in h.items()}
+    else:
+        (series, hparams), note = load(path), ""
     claimed = []
     if path.is_dir():
         for sub in _event_folders(path):
@@ -136,9 +182,21 @@ def read(path: Path, *, name: str, step: str | None = None, metric: str | None =
         if (path / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one too
             yaml_params = meta.table(path / "hparams.yaml", meta.read_yaml(path / "hparams.yaml"))
             hparams = {**flatten(yaml_params), **hparams}
+    opts = {"step": step, "metric": metric, "grad_metric": grad_metric, "extra": extra}
+    if series is None:  # two runs in one folder: each file its own
+        runs = []
+        for f, (_, s, h) in zip(files, loaded, strict=True):
+            runs.append(_run(f, s, {**hparams, **h}, name=f"{name}/{f.name}",
+                             note=f"one of {len(files)} event files in {path.name} whose "
+                             f"steps overlap with other values ({note}): read apart", **opts))
+        return runs, claimed
+    return [_run(path, series, hparams, name=name, note=note, **opts)], claimed
+
+
+def _run(path: Path, series: dict, hparams: dict[str, Any], *, name: str, note: str,
+         **opts: Any) -> RunLog:
     if not series:
         raise UserError(f"{path}: no scalars in its TensorBoard event files")
     cols, cells = series_table(series)
-    return build(path, cols, cells, name=name, fmt=FORMAT, step=step, metric=metric,
-                 grad_metric=grad_metric, extra=extra, what="tag", params=hparams,
-                 seed=seed_of(hparams)), claimed
+    return build(path, cols, cells, name=name, fmt=FORMAT, what="tag", params=hparams,
+                 seed=seed_of(hparams), note=note, **opts)

@@ -32,6 +32,7 @@ from spikebench.errors import UserError
 from spikebench.runio import atomic_write_text
 from spikebench.sweep import claims, spares
 from spikebench.sweep.folders import check_folder, make_folder
+from spikebench.sweep.resilience import tune
 from spikebench.sweep.slots import Slot, make_slots
 from spikebench.sweep.spec import SweepSpec
 from spikebench.sweep.studies import (
@@ -157,6 +158,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     with _exclusive(study_dir):
         storage = opened or make_storage(url, heartbeat=shared)
         study = open_study(spec, storage)
+        tune(storage, spec)  # its trials beat as the study says, as workers' do
         # SQLite serves one machine and the lock file one driver: what is RUNNING is stale.
         # On a shared storage, only the trials this results folder's last driver left.
         owner = f"{socket.gethostname()}:{study_dir.resolve()}"

@@ -3,7 +3,8 @@
 A sweep file has four tables, and a fifth for a trainer of the team's own::
 
     [study]       name, trials (search trials), seeds, objective, target_loss, spike_limit,
-                  spike_metric, sampler, pruner, storage
+                  spike_metric, sampler, pruner, storage, heartbeat_s, heartbeat_grace_s,
+                  storage_retry_s
     [config]      the base train config of every trial (the same keys as a train config)
     [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
     [comparison]  baseline = {...}, recipe = {...} | false, grid = {"key" = [values]},
@@ -53,6 +54,9 @@ ARTICLE_RECIPE: dict[str, Any] = {
 TRAINER_KEYS = ("command", "steps", "eval_every", "log", "env", "grace_s")
 MACROS = ("params_file", "params_json", "run_dir", "seed", "trial_dir", "checkpoint_dir")
 ARGS_MACRO = "{args}"  # a whole element: the parameters as --key=value flags
+# [study] defaults for shared storages (heartbeats as Optuna's examples; a restart of the
+# database server takes seconds, so a minute of retries outlasts it).
+HEARTBEAT_S, HEARTBEAT_GRACE_S, STORAGE_RETRY_S = 30, 120, 60.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,12 @@ class SweepSpec:
     sampler_seed: int = 0
     # [trainer]: the command each seed runs (empty: the built-in engine trains).
     trainer: dict[str, Any] = field(default_factory=dict)
+    # Shared storages: how often a running trial beats, after how long without a beat it is
+    # failed and retried elsewhere, and how long a storage call is retried while the database
+    # is unreachable (:mod:`.resilience`). Stored with the study, so all workers agree.
+    heartbeat_s: int = HEARTBEAT_S
+    heartbeat_grace_s: int = HEARTBEAT_GRACE_S
+    storage_retry_s: float = STORAGE_RETRY_S
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -270,7 +280,8 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
             raise _err(path, table, raw[table], "must be a table")
     st = raw.get("study", {})
     allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
-                     "spike_metric", "sampler", "sampler_seed", "pruner", "storage", "notes"}
+                     "spike_metric", "sampler", "sampler_seed", "pruner", "storage", "notes",
+                     "heartbeat_s", "heartbeat_grace_s", "storage_retry_s"}
     if set(st) - allowed_study:
         bad = sorted(set(st) - allowed_study)[0]
         raise UserError(f"{path}: unknown key 'study.{bad}' (allowed: "
@@ -319,6 +330,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
                    'must be "none" with objective = "multi" (Optuna cannot prune '
                    "multi-objective studies)")
     storage = _get(st, "storage", path, str, "", "must be an Optuna storage URL")
+    timing = _parse_timing(path, st)
 
     base = flatten(raw.get("config", {}), path=path, where="config.")
     for text in overrides or []:
@@ -387,8 +399,29 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
         eval_every=trainer["eval_every"] if free else base_cfg.train.eval_every,
         notes=str(st.get("notes", "")),
         default_recipe=not free and isinstance(comparison, dict) and "recipe" not in comparison,
-        grid=grid, trainer=trainer,
+        grid=grid, trainer=trainer, **timing,
     )
+
+
+def _parse_timing(path: str, st: dict[str, Any]) -> dict[str, Any]:
+    """``heartbeat_s``, ``heartbeat_grace_s`` (whole seconds: Optuna's heartbeat takes
+    integers) and ``storage_retry_s``; the grace must outlast two beats, or a live trial
+    whose beat is a little late would be failed as its worker's death."""
+    beat = _get(st, "heartbeat_s", path, int, HEARTBEAT_S, "must be a whole number of "
+                "seconds >= 1")
+    if beat < 1:
+        raise _err(path, "study.heartbeat_s", beat, "must be a whole number of seconds >= 1")
+    grace = _get(st, "heartbeat_grace_s", path, int, HEARTBEAT_GRACE_S,
+                 f"must be a whole number of seconds >= 2 x heartbeat_s ({2 * beat})")
+    if grace < 2 * beat:
+        raise _err(path, "study.heartbeat_grace_s", grace,
+                   f"must be a whole number of seconds >= 2 x heartbeat_s ({2 * beat})")
+    retry = _get(st, "storage_retry_s", path, (int, float), STORAGE_RETRY_S,
+                 "must be a number of seconds in [0, 3600]")
+    if not 0 <= retry <= 3600:
+        raise _err(path, "study.storage_retry_s", retry, "must be a number of seconds in "
+                   "[0, 3600]")
+    return {"heartbeat_s": beat, "heartbeat_grace_s": grace, "storage_retry_s": float(retry)}
 
 
 def _value_at(base: dict[str, Any], base_cfg: cfgmod.Config | None, key: str) -> Any:

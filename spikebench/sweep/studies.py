@@ -25,7 +25,8 @@ from optuna.trial import TrialState
 from spikebench import __version__
 from spikebench.errors import UserError
 from spikebench.sweep.pruner import SpikeTolerantPruner
-from spikebench.sweep.spec import CLIP_ON, Param, SweepSpec, resolve_config
+from spikebench.sweep.resilience import RetryingRDBStorage
+from spikebench.sweep.spec import CLIP_ON, STORAGE_RETRY_S, Param, SweepSpec, resolve_config
 
 DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -102,10 +103,14 @@ def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
     if is_sqlite(url):
         # SQLite waits for a lock instead of failing at once; only one process writes anyway.
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+    else:  # a server may restart: pooled connections are checked, calls retried
+        kwargs["engine_kwargs"] = {"pool_pre_ping": True}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(_with_driver(url), **kwargs)
+            # SQLite's errors are not a server restarting: no retries there.
+            return RetryingRDBStorage(_with_driver(url), retry_s=0.0 if is_sqlite(url) else
+                                      STORAGE_RETRY_S, **kwargs)
     except Exception as e:  # noqa: BLE001 - SQLAlchemy/driver errors vary by backend
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"--storage {mask_url(url)}: cannot open ({first})") from None
@@ -328,7 +333,10 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.storage.get_heartbeat_interval() or 30):
             for trial_id in list(self.ids):
-                self.storage.record_heartbeat(trial_id)
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001 - the database is down past the storage's
+                    pass  # retries: beat again next time (the trial may go stale meanwhile)
 
     def stop(self) -> None:
         self._stop.set()

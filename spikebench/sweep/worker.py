@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 from spikebench.errors import UserError
 from spikebench.sweep import spares
 from spikebench.sweep.folders import make_folder
+from spikebench.sweep.resilience import TargetGate, fail_stale, tune
 from spikebench.sweep.preempt import Stop
 from spikebench.sweep.slots import worker_slot
 from spikebench.sweep.studies import (
@@ -52,41 +53,6 @@ MAX_INSTANT = 3
 MAX_RETRY = 2
 
 
-class _TargetGate:
-    """A cross-server mutex around "check the target, then create a trial".
-
-    On PostgreSQL a session-level advisory lock keyed by the study name; on other shared
-    backends a no-op (workers may then overshoot the target by at most one trial each).
-    """
-
-    def __init__(self, storage: optuna.storages.BaseStorage, study_name: str):
-        import sqlalchemy
-
-        self._sql = sqlalchemy.text
-        self.held = False
-        engine = getattr(storage, "engine", None)
-        self.conn = None
-        if engine is not None and engine.dialect.name == "postgresql":
-            self.conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            self.key = self.conn.execute(self._sql("SELECT hashtext(:s)"),
-                                         {"s": f"spikebench:{study_name}"}).scalar()
-
-    def acquire(self) -> None:
-        if self.conn is not None and not self.held:
-            self.conn.execute(self._sql("SELECT pg_advisory_lock(:k)"), {"k": self.key})
-            self.held = True
-
-    def release(self) -> None:
-        if self.conn is not None and self.held:
-            self.conn.execute(self._sql("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-            self.held = False
-
-    def close(self) -> None:
-        self.release()
-        if self.conn is not None:
-            self.conn.close()
-
-
 def run_worker(url: str, study_name: str, *, results: str | Path = "results",
                log: Callable[[str], None] | None = None, metrics: Any = None) -> int:
     """Join a shared study and run trials until it has its target number of finished ones.
@@ -107,6 +73,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
         spec = load_spec(optuna.load_study(study_name=study_name, storage=storage))
     except KeyError:
         raise UserError(f"--study {study_name!r}: no such study in {mask_url(url)}") from None
+    tune(storage, spec)  # the study's heartbeat, grace and retry settings
     trials_dir = Path(results) / spec.name / "trials"
     make_folder(trials_dir, results)  # before the first trial is asked for
     study = optuna.load_study(study_name=study_name, storage=storage,
@@ -144,13 +111,22 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             give_back(study, spec, trial, own, retry=False)
             return own
         error = out.attrs.get("error", "trial failed")
-        record(trial, out)
-        if (out.state == TrialState.FAIL and time.monotonic() - started < INSTANT_S
-                and trial.user_attrs.get("retries", 0) < MAX_RETRY):
-            give_back(study, spec, trial, error)
-            return error
-        study.tell(trial, out.values if out.state == TrialState.COMPLETE else None,
-                   state=out.state)
+        try:
+            record(trial, out)
+            if (out.state == TrialState.FAIL and time.monotonic() - started < INSTANT_S
+                    and trial.user_attrs.get("retries", 0) < MAX_RETRY):
+                give_back(study, spec, trial, error)
+                return error
+            study.tell(trial, out.values if out.state == TrialState.COMPLETE else None,
+                       state=out.state)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not study._storage.get_trial(trial._trial_id).state.is_finished():
+                raise
+            # Its beat went stale (the database was down past the grace period): another
+            # worker failed it and queued its retry, so this result must not count too.
+            log(f"trial #{trial.number} was failed as stale while it ran here; its retry "
+                "counts instead")
+            return None
         if out.state == TrialState.FAIL:
             log(f"trial #{trial.number} ({out.attrs.get('arm')}) failed: {error[:300]}")
         return None
@@ -158,9 +134,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     def counts(study: optuna.Study) -> tuple[int, int, int]:
         """(done, running, running on workers). Trials of dead workers or drivers (stale
         heartbeat) are failed and queued again first."""
-        with warnings.catch_warnings():  # as study.optimize calls it: not worth a warning
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
+        fail_stale(study, spec, storage, repair=gate.real, max_retry=MAX_RETRY)
         trials = study.get_trials(deepcopy=False)  # one read: no trial counted twice
         running = [t for t in trials if t.state == TrialState.RUNNING]
         # A driver's trial is its driver's to retry (on its next run); only workers' trials,
@@ -171,7 +145,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     ran = 0
     left = [0, 0]  # trials to start, and trials running, as of this worker's last look
     instant: list[str] = []  # errors of the trials in a row that failed at once here
-    gate = _TargetGate(storage, study_name)
+    gate = TargetGate(storage, study_name)
     heart = Heartbeat(storage)
     follower = None
     if metrics is not None:  # this worker's trials, read from the logs they write
