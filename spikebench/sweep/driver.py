@@ -98,12 +98,21 @@ class Progress:
             else:
                 text += f" | #{trial.number} {what}: {out.state.name.lower()}"
                 if "error" in out.attrs:
-                    text += f" ({out.attrs['error'][:80]})"
+                    text += f" ({clip(out.attrs['error'])})"
         best = best_summary(study)
         if best:
             text += f" | best {best}"
         self.stream.write(f"{text} [{time.perf_counter() - self.t0:.0f}s]\n")
         self.stream.flush()
+
+
+def clip(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters at a word's end, with an ellipsis: a cut inside
+    a quoted name would read as another name ("nor its log 't")."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    return (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip(" ,;:") + "…"
 
 
 def best_summary(study: optuna.Study) -> str:
