@@ -219,13 +219,13 @@ class Run:
             "best_val_loss": min(finite_vals) if finite_vals else None,
             "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in evals],
         }
-        for s in self._sinks:
-            s.close(summary)
         summary["spikes"] = summarize(
             self._history, rule=self.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
             target=self.target_loss, diverged_step=self.diverged_step,
             events=self._monitor.events, gap=self.gap,
             reports=self._monitor.reports(M.TRAIN_LOSS))
+        for s in self._sinks:  # after the spikes: the end settles their counts
+            s.close(summary)
         atomic_write_json(self.dir / "summary.json", summary)
         self.summary = summary
         return summary

@@ -411,14 +411,14 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         "precision": precision.label,
         "evals": [{M.STEP: s, M.VAL_LOSS: v} for s, v in val_history],
     }
-    for s in sinks:
-        s.close(summary)
     # Scores are pure functions of the records (the same code as `spikebench spikes`), with
     # the events the online monitor found.
     summary["spikes"] = summarize(
         history, rule=cfg.spikes.detector, tokens_key=M.TOKENS, seconds_key=M.ELAPSED_S,
         target=cfg.spikes.target_loss, diverged_step=diverged_step, events=monitor.events,
         gap=cfg.spikes.gap, reports=monitor.reports(M.TRAIN_LOSS))
+    for s in sinks:  # after the spikes: the end settles their counts
+        s.close(summary)
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
 

@@ -96,16 +96,22 @@ def test_a_rule_without_delay_reports_each_event_as_it_opens():
 
 
 def _run(tmp_path, values, sync_every=10):
-    """The run API over ``values`` (steps 1..n): its decisions, summary.json and the last
-    row of metrics.jsonl."""
+    """The run API over ``values`` (steps 1..n), exporting to Prometheus: its decisions,
+    summary.json, the last row of metrics.jsonl and the spike counters at the end."""
     from spikebench.api.run import Run
+    from spikebench.live.exporter import Exporter
+    from spikebench.live.sink import PrometheusSink
 
-    run = Run(run_dir=tmp_path / "run", sync_every=sync_every)
+    ex = Exporter()
+    run = Run(run_dir=tmp_path / "run", sync_every=sync_every, sinks=[PrometheusSink(ex)])
     told = [s for s, v in enumerate(values, 1) if run.log(s, loss=v).name == "SPIKE"]
     run.finish()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
-    return run, told, summary, last
+    counters = tuple(int(ex.registry.get_sample_value(f"spikebench_spike_{n}_total",
+                                                      {"trial": "", "arm": ""}))
+                     for n in ("reports", "events", "withdrawn"))
+    return run, told, summary, last, counters
 
 
 def test_a_report_still_provisional_at_the_end_is_confirmed_and_recorded(tmp_path):
@@ -114,10 +120,12 @@ def test_a_report_still_provisional_at_the_end_is_confirmed_and_recorded(tmp_pat
     rng = random.Random(3)
     values = [2.0 + 2.0 * math.exp(-0.05 * s) + 0.01 * rng.random() + (1.0 if 93 <= s <= 95
               else 0.0) for s in range(1, 100)]
-    run, told, summary, last = _run(tmp_path, values, sync_every=33)
+    run, told, summary, last, counters = _run(tmp_path, values, sync_every=33)
     assert told == [99] and run.last_report.onset == 93
-    # The last row was logged before the verdict: the counters there still say "told".
+    # The last row was logged before the verdict: the counters there still say "told";
+    # the exported ones take the end's.
     assert (last[M.SPIKE_REPORTED], last[M.SPIKE_EVENTS], last[M.SPIKE_WITHDRAWN]) == (1, 0, 0)
+    assert counters == (1, 1, 0)
     rec = summary["spikes"]["reports"]
     assert (rec["reported"], rec["confirmed"], rec["withdrawn"], rec["late"]) == (1, 1, 0, 0)
     assert rec["list"] == [{"onset": 93, "reported": 93, "decided": 99, "state": "confirmed",
@@ -129,9 +137,10 @@ def test_a_report_still_provisional_at_the_end_is_withdrawn_and_recorded(tmp_pat
     # A lasting rise near the end: told at once, never back, so never an event.
     rng = random.Random(1)
     values = [3.0 + 0.01 * rng.gauss(0, 1) + (0.07 if s >= 280 else 0) for s in range(1, 300)]
-    run, told, summary, last = _run(tmp_path, values, sync_every=1)
+    run, told, summary, last, counters = _run(tmp_path, values, sync_every=1)
     assert told == [280]
     assert (last[M.SPIKE_REPORTED], last[M.SPIKE_WITHDRAWN]) == (1, 0)
+    assert counters == (1, 0, 1)
     rec = summary["spikes"]["reports"]
     assert (rec["reported"], rec["confirmed"], rec["withdrawn"]) == (1, 0, 1)
     assert rec["list"][0]["state"] == "withdrawn" and rec["list"][0]["decided"] == 299

@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 
 USER = "spikebench"  # role and database the tests use
+# url -> the running server's pg_ctl and psql, for tests that restart it or ask it (chaos.py).
+SERVERS: dict[str, dict] = {}
 SETUP_HINT = "install Debian's `postgresql` package (`.ci/setup-services` does)"
 
 
@@ -55,9 +57,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def restart(url: str, mode: str = "fast") -> None:
+    """``pg_ctl restart -m mode`` of the server at ``url`` (every client loses its connection)."""
+    SERVERS[url]["pg_ctl"]("restart", "-m", mode)
+
+
+def pg_ctl(url: str, *args: str) -> None:
+    """``pg_ctl stop -m fast``, ``pg_ctl start``... of the server at ``url``."""
+    SERVERS[url]["pg_ctl"](*args)
+
+
+def psql(url: str, sql: str) -> str:
+    """Run ``sql`` as the superuser on the server at ``url``; its unaligned output."""
+    return SERVERS[url]["psql"](sql)
+
+
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a private PostgreSQL server; yield its SQLAlchemy URL (psycopg2 driver)."""
+def postgres_server(extra_conf: str = "") -> Iterator[str]:
+    """Start a private PostgreSQL server; yield its SQLAlchemy URL (psycopg2 driver).
+    ``extra_conf``: lines added to its postgresql.conf."""
     bindir = find_bindir()
     if bindir is None:
         unavailable(f"PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; "
@@ -82,7 +100,7 @@ def postgres_server() -> Iterator[str]:
     if as_root:
         os.chown(tmp, owner.pw_uid, owner.pw_gid)
 
-    def pg(*args: str, stdin: str | None = None) -> None:
+    def pg(*args: str, stdin: str | None = None) -> str:
         # cwd=tmp: the server user may not be allowed into the caller's working directory.
         proc = subprocess.run(prefix + list(args), cwd=tmp, input=stdin, text=True,
                               capture_output=True, timeout=60)
@@ -90,6 +108,7 @@ def postgres_server() -> Iterator[str]:
             server_log = log.read_text()[-2000:] if log.exists() else ""
             raise RuntimeError(f"{Path(args[0]).name} failed ({proc.returncode}):\n"
                                f"{proc.stdout}{proc.stderr}{server_log}")
+        return proc.stdout
 
     password = secrets.token_hex(16)  # hex: nothing to quote in SQL or in the URL
     port = free_port()
@@ -106,7 +125,8 @@ def postgres_server() -> Iterator[str]:
         with open(data / "postgresql.conf", "a") as conf:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\n"
                        f"unix_socket_directories = '{tmp}'\n"
-                       "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
+                       "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+                       + extra_conf + "\n")
         pg(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60", "start")
         started = True
         pg(str(bindir / "psql"), "-h", str(tmp), "-p", str(port), "-U", "postgres",
@@ -114,7 +134,15 @@ def postgres_server() -> Iterator[str]:
            # Sent on stdin, so the password is not visible in the process list.
            stdin=f"CREATE ROLE {USER} LOGIN PASSWORD '{password}';\n"
                  f"CREATE DATABASE {USER} OWNER {USER};\n")
-        yield f"postgresql://{USER}:{password}@127.0.0.1:{port}/{USER}"
+        url = f"postgresql://{USER}:{password}@127.0.0.1:{port}/{USER}"
+        SERVERS[url] = {
+            "pg_ctl": lambda *a: pg(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log),
+                                    "-w", "-t", "60", *a),
+            "psql": lambda sql: pg(str(bindir / "psql"), "-h", str(tmp), "-p", str(port),
+                                   "-U", "postgres", "-d", USER, "-At", "-v",
+                                   "ON_ERROR_STOP=1", "-q", stdin=sql)}
+        yield url
+        SERVERS.pop(url, None)
     finally:
         try:
             if started:
