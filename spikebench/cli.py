@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from spikebench.cli_args import count, finite, port, positive_loss, rule_name
 from spikebench.cli_help import COMMAND_HELP
@@ -86,17 +85,12 @@ def cmd_spikes(args: argparse.Namespace) -> int:
     return run_spikes(args)
 
 
-def report_dir(results_dir: str | Path, out: str | Path) -> Path:
-    """``reports/<name of the results folder>``: a safe folder name whatever the study is
-    called; ``results/default/`` and ``.`` resolve to their real folder names first."""
-    return Path(out) / Path(results_dir).resolve().name
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from spikebench.report import build_report
+    from spikebench.report import build_report, default_out_dir
 
     try:
-        paths = build_report(args.results_dir, report_dir(args.results_dir, args.out))
+        paths = build_report(args.results_dir, default_out_dir(args.results_dir, args.study, args.out),
+                             storage=args.storage, study=args.study)
     except OSError as e:
         raise UserError(f"cannot write the report: {e}") from None
     print(f"report: {paths['markdown']} and {paths['html']}")
@@ -207,10 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_spikes)
 
     p = sub.add_parser("report", help="write a sweep's report (markdown and HTML)")
-    p.add_argument("results_dir", help="a study's results folder, e.g. results/default")
+    p.add_argument("results_dir", nargs="?",
+                   help="a study's results folder, e.g. results/default (or give --storage)")
+    p.add_argument("--storage", metavar="URL",
+                   help="report from the study's storage alone (with --study), e.g. "
+                        "postgresql://user:pass@host/db; no results folder needed")
+    p.add_argument("--study", metavar="NAME", help="the study's name in --storage")
     p.add_argument("--out", default="reports",
-                   help="reports folder; the report goes to OUT/<results folder name>/ "
-                        "(default: reports)")
+                   help="reports folder; the report goes to OUT/<results folder or study "
+                        "name>/ (default: reports)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="compare groups of existing runs (markdown and HTML)")

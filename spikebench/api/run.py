@@ -27,6 +27,7 @@ from spikebench.spikes.events import Event
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.spikes.reports import Report
 from spikebench.spikes.rules import RULES
+from spikebench.study import layout as L
 from spikebench.train.sinks import JsonlSink, Sink
 
 # Short names a loop may log under, and the metric names every reader uses.
@@ -96,7 +97,7 @@ class Run:
     def _start(self, device: Any, sinks: list[Sink], port: int | None) -> None:
         from spikebench.runio import environment
 
-        if (self.dir / "summary.json").exists():
+        if (self.dir / L.SUMMARY_JSON).exists():
             raise UserError(f"run folder {self.dir}: the run already finished (it has a "
                             "summary.json); give another run_dir")
         try:
@@ -104,15 +105,15 @@ class Run:
         except OSError as e:
             raise UserError(f"run folder {self.dir}: cannot be created ({e.strerror or e})"
                             ) from None
-        atomic_write_json(self.dir / "config.json", {
+        atomic_write_json(self.dir / L.CONFIG_JSON, {
             "trainer": "api", "params": self.params, "seed": self.seed,
             "spikes": {"detector": self.detector, "gap": self.gap,
                        "target_loss": self.target_loss}})
         meta = {"trainer": "api", "environment": environment(device or _device())}
-        atomic_write_json(self.dir / "meta.json", meta)
+        atomic_write_json(self.dir / L.META_JSON, meta)
         if port is not None:
             sinks.append(_prometheus(port))
-        self._log = JsonlSink(self.dir / "metrics.jsonl")
+        self._log = JsonlSink(self.dir / L.METRICS)
         self._sinks = [self._log, *sinks]
         for s in self._sinks:
             s.start({**meta, "run_dir": str(self.dir)})
@@ -226,7 +227,7 @@ class Run:
             reports=self._monitor.reports(M.TRAIN_LOSS))
         for s in self._sinks:  # after the spikes: the end settles their counts
             s.close(summary)
-        atomic_write_json(self.dir / "summary.json", summary)
+        atomic_write_json(self.dir / L.SUMMARY_JSON, summary)
         self.summary = summary
         return summary
 

@@ -54,6 +54,7 @@ from spikebench.bench.suite import (
 from spikebench.errors import UserError
 from spikebench.report.data import load_study, seed_log
 from spikebench.runio import atomic_write_json, atomic_write_text
+from spikebench.study import layout as L
 from spikebench.values import finite
 
 FORMAT = 1  # of the baseline file
@@ -90,7 +91,7 @@ def collect(study_dir: Path, suite: Suite, *, speed: bool = False) -> dict[str, 
             seeds[str(s["seed"])] = {**{k: s.get(k) for k in METRICS}, "losses": losses}
             if speed and t.folder is not None:
                 seeds[str(s["seed"])]["speed"] = log_speed(
-                    t.folder / f"seed-{s['seed']}", suite, f"scenario {name!r}, seed {s['seed']}")
+                    t.folder / L.seed_name(s['seed']), suite, f"scenario {name!r}, seed {s['seed']}")
             meta = log.get("meta") or {}
             if not env and meta.get("environment"):
                 env = {**meta["environment"], "corpus": (meta.get("corpus") or {}).get("sha256")}

@@ -26,6 +26,7 @@ from spikebench import metrics as M
 from spikebench.api import context
 from spikebench.compare.align import Prepared
 from spikebench.runio import atomic_write_json
+from spikebench.study import layout as L
 
 MARKER = "compare.json"  # in a study folder spikebench compare wrote (and may replace)
 SPIKE_LIMIT = 2.0
@@ -66,14 +67,14 @@ def score_run(p: Prepared, run_dir: Path, *, label: int, params: dict[str, Any],
               "seed": p.run.seed, "cut": p.cut}
     # The API's meta.json describes the machine it ran on: here, the one that scored the
     # run, not the one that trained it.
-    atomic_write_json(run_dir / "meta.json", {"trainer": "imported", "source": source})
+    atomic_write_json(run_dir / L.META_JSON, {"trainer": "imported", "source": source})
     if not p.timed:
         summary["seconds"] = None
         ttt = (summary.get("spikes") or {}).get("time_to_target")
         if isinstance(ttt, dict):
             ttt["seconds"] = None
-        atomic_write_json(run_dir / "summary.json", summary)
-        _drop_column(run_dir / "metrics.jsonl", M.ELAPSED_S)
+        atomic_write_json(run_dir / L.SUMMARY_JSON, summary)
+        _drop_column(run_dir / L.METRICS, M.ELAPSED_S)
     return summary
 
 
@@ -103,16 +104,16 @@ def write_study(folder: Path, final: Path, *, name: str, groups: dict[str, list[
 
     trials = []
     for number, (group, runs) in enumerate(groups.items()):
-        trial_dir = folder / "trials" / f"{number:05d}"
+        trial_dir = folder / L.TRIALS / L.trial_name(number)
         seeds = []
         for p in runs:
             label = seed_labels[p.run.name]
-            summary = score_run(p, trial_dir / f"seed-{label}", label=label,
+            summary = score_run(p, trial_dir / L.seed_name(label), label=label,
                                 params=plain(p.run.params), detector=detector, gap=gap,
                                 target=target)
             seeds.append({"seed": label, "summary": summary})
         seeds.sort(key=lambda s: s["seed"])
-        atomic_write_json(trial_dir / "trial.json", {
+        atomic_write_json(trial_dir / L.TRIAL_JSON, {
             "number": number, "arm": group, "params": params[group],
             "seeds": [s["seed"] for s in seeds],
             "runs": {str(seed_labels[p.run.name]): p.run.name for p in runs},
@@ -120,7 +121,7 @@ def write_study(folder: Path, final: Path, *, name: str, groups: dict[str, list[
         values, attrs, _ = score_trial(seeds, steps=steps, target=target,
                                        spike_metric=spec["spike_metric"],
                                        objective=spec["objective"], spike_limit=SPIKE_LIMIT)
-        trials.append((values, {"arm": group, "dir": str(final / "trials" / f"{number:05d}"),
+        trials.append((values, {"arm": group, "dir": str(final / L.TRIALS / L.trial_name(number)),
                                 "overrides": params[group], **attrs}))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with warnings.catch_warnings():

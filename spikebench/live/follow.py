@@ -17,6 +17,7 @@ from typing import Any
 
 from spikebench.live.exporter import Exporter
 from spikebench.runs.tail import Lines
+from spikebench.study import layout as L
 
 
 class Follower:
@@ -53,9 +54,9 @@ class Follower:
             for trial in sorted(self.trials_dir.iterdir()):
                 if trial in self._done or not trial.is_dir():
                     continue
-                finished = (trial / "result.json").exists()
+                finished = (trial / L.RESULT_JSON).exists()
                 arm = self._arms.get(trial) or self._arms.setdefault(trial, _arm(trial))
-                for seed in sorted(trial.glob("seed-*")):
+                for seed in sorted(trial.glob(L.SEED_PREFIX + "*")):
                     self._read(seed, trial.name.lstrip("0") or "0", arm)
                 if finished:
                     self._done.add(trial)
@@ -77,7 +78,7 @@ class Follower:
 
 def _arm(trial: Path) -> str:
     try:
-        meta: Any = json.loads((trial / "trial.json").read_text())
+        meta: Any = json.loads((trial / L.TRIAL_JSON).read_text())
     except (OSError, ValueError):
         return ""
     return str(meta.get("arm") or "") if isinstance(meta, dict) else ""

@@ -1,10 +1,13 @@
-"""Loading a sweep's results folder into records: the study, its sweep spec, its trials.
+"""Loading a study into records: the study, its sweep spec, its trials.
 
-``results/<study>/study.db`` holds one Optuna study, opened read-only; its user attributes
-hold the sweep spec, read through the driver's own :class:`~spikebench.sweep.spec.SweepSpec`
-so report and sweep agree on each field. Trial folders are read lazily and tolerantly: each
-value is fitted to the shape sections read (:data:`ATTRS`, :data:`SUMMARY`, :data:`META`),
-and one that does not fit is dropped and noted in its trial's ``damaged``, never raised.
+From a results folder, ``results/<study>/study.db`` holds one Optuna study, opened
+read-only, and the trial folders beside it hold the logs; from a storage URL
+(:func:`load_study_from_storage`), the records each trial left in the storage stand in for
+its folder (:mod:`spikebench.study.records`). The study's user attributes hold the sweep
+spec, read through the driver's own :class:`~spikebench.sweep.spec.SweepSpec` so report and
+sweep agree on each field. Trial files are read lazily and tolerantly: each value is fitted
+to the shape sections read (:data:`ATTRS`, :data:`SUMMARY`, :data:`META`), and one that does
+not fit is dropped and noted in its trial's ``damaged``, never raised.
 """
 
 from __future__ import annotations
@@ -21,28 +24,28 @@ import optuna
 import pandas as pd
 
 from spikebench.errors import UserError
-from spikebench.metrics import STEP
+from spikebench.report.files import read_object, read_rows
 from spikebench.report.shapes import (
     ATTRS,
     BAD,
     JOB,
     META,
     SPEC,
-    STEP_AT,
     SUMMARY,
     fit,
-    short,
-    step,
 )
 from spikebench.report.storage import check_storage, find_storage, read_only
-from spikebench.spikes.logs import json_lines, parse_json
+from spikebench.study import layout as L
+from spikebench.study.records import StoredTrial
+from spikebench.study.records import load as load_records
 from spikebench.sweep.spec import Param, SweepSpec
 from spikebench.values import finite
 
 
 @dataclass
 class TrialRecord:
-    """One Optuna trial with what the report needs; ``folder`` is None if it has none."""
+    """One Optuna trial with what the report needs; ``folder`` is None if it has none (or
+    cannot be seen from here), and then ``stored`` (its records in the storage) stands in."""
 
     number: int
     state: str
@@ -55,6 +58,7 @@ class TrialRecord:
     # What was dropped as damaged, e.g. 'seed-0/summary.json: spikes = "x" is not a table';
     # a seed's files add theirs when they are first read.
     damaged: list[str] = field(default_factory=list)
+    stored: StoredTrial | None = None
 
     def note(self, problems: list[str]) -> None:
         self.damaged.extend(p for p in problems if p not in self.damaged)
@@ -94,7 +98,7 @@ class Study:
     """
 
     name: str
-    folder: Path
+    folder: Path | None
     storage_url: str
     spec: SweepSpec | None
     directions: list[str]
@@ -188,73 +192,26 @@ class Study:
         """``meta.json`` of the first seed folder of each trial that has a readable one."""
         out = {}
         for t in self.trials:
-            for seed_dir in seed_dirs(t):
-                meta = _trial_file(t, f"{seed_dir.name}/meta.json", META)
+            for seed in trial_seed_numbers(t):
+                meta = _trial_file(t, f"{L.seed_name(seed)}/{L.META_JSON}", META)
                 if meta is not None:
                     out[t.number] = meta
                     break
         return out
 
-
-def _read_object(path: Path) -> tuple[dict[str, Any] | None, str]:
-    """A JSON object from ``path`` and "", or None and why not ("" when it is missing)."""
-    try:
-        data = parse_json(Path(path).read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        return None, ""
-    except OSError as e:
-        return None, f"cannot read ({e.strerror or type(e).__name__})"
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except ValueError as e:
-        return None, f"not valid JSON ({e})"
-    if not isinstance(data, dict):
-        return None, f"not a JSON object (a {type(data).__name__})"
-    return data, ""
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from ``path``, or None if missing, unreadable or not an object."""
-    return _read_object(path)[0]
-
-
-def _read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows of a JSONL log and what was skipped: broken lines and rows whose step is not an
-    integer in 0..2**53 - 1 are damage; a torn last line (a run killed or still writing) is
-    skipped silently."""
-    rows, bad = [], []
-    try:
-        for i, row, ended in json_lines(Path(path)):
-            if isinstance(row, ValueError):
-                if ended:
-                    bad.append(f"line {i}: {row}")
-            elif not isinstance(row, dict):
-                bad.append(f"line {i}: not a JSON object (a {type(row).__name__})")
-            elif STEP in row and not step(row[STEP]):
-                bad.append(f"line {i}: {STEP} = {short(row[STEP])} is not {STEP_AT[1]}")
-            else:
-                rows.append(row)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        bad.append(f"cannot read ({e.strerror or type(e).__name__})")
-    if len(bad) > 1:
-        return rows, [f"{len(bad)} lines skipped (first: {bad[0]})"]
-    return rows, [f"skipped {b}" if b.startswith("line") else b for b in bad]
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL log; a torn last line (a run killed mid-write) and blank or broken
-    lines are skipped. Missing file: no rows."""
-    return _read_rows(path)[0]
+    @property
+    def source(self) -> str:
+        """Where the study was read from, for the report's opening line."""
+        return f"Results folder {self.folder}" if self.folder is not None else (
+            f"Storage {self.storage_url}, study {self.name}")
 
 
 def _trial_file(trial: TrialRecord, name: str, shape: dict) -> dict | None:
     """A JSON file of the trial's folder (``name`` relative to it) fitted to ``shape``, its
     damage noted on ``trial``; None where it is missing or unreadable."""
     if trial.folder is None:
-        return None
-    data, problem = _read_object(trial.folder / name)
+        return _stored_file(trial, name, shape)
+    data, problem = read_object(trial.folder / name)
     notes = [problem] if problem else []
     if data is not None:
         data = fit(data, shape, "", notes)
@@ -262,24 +219,48 @@ def _trial_file(trial: TrialRecord, name: str, shape: dict) -> dict | None:
     return data
 
 
+def _stored_file(trial: TrialRecord, name: str, shape: dict) -> dict | None:
+    """What the storage holds of the trial's file ``name`` (``trial.json``,
+    ``seed-<n>/summary.json`` or ``seed-<n>/meta.json``), fitted to ``shape``."""
+    st = trial.stored
+    if st is None:
+        return None
+    if name == L.TRIAL_JSON:
+        data = st.job
+    else:
+        seed_dir, _, file = name.partition("/")
+        rec = st.seeds.get(L.seed_number(seed_dir)) or {}
+        data = rec.get({L.SUMMARY_JSON: "summary", L.META_JSON: "meta"}.get(file, ""))
+    if not isinstance(data, dict):
+        return None
+    notes: list[str] = []
+    data = fit(data, shape, "", notes)
+    trial.note([f"{name} (stored): {n}" for n in notes])
+    return data
+
+
 def trial_job(trial: TrialRecord) -> dict[str, Any] | None:
     """The trial's ``trial.json`` (its resolved config), with ``config.spikes`` a table."""
-    return _trial_file(trial, "trial.json", JOB)
+    return _trial_file(trial, L.TRIAL_JSON, JOB)
 
 
 def seed_metas(trial: TrialRecord) -> list[dict[str, Any]]:
     """Every readable ``seed-<n>/meta.json`` of a trial, in seed order."""
-    metas = (_trial_file(trial, f"{d.name}/meta.json", META) for d in seed_dirs(trial))
+    metas = (_trial_file(trial, f"{L.seed_name(s)}/{L.META_JSON}", META)
+             for s in trial_seed_numbers(trial))
     return [m for m in metas if m is not None]
 
 
 def seed_dirs(trial: TrialRecord) -> list[Path]:
     """A trial's ``seed-<n>`` folders in seed order (numeric, so seed-10 after seed-9)."""
+    return L.seed_dirs(trial.folder)
+
+
+def trial_seed_numbers(trial: TrialRecord) -> list[int]:
+    """The seeds a trial has logs of: its seed folders, or the seeds it stored."""
     if trial.folder is None:
-        return []
-    dirs = [p for p in trial.folder.glob("seed-*")
-            if p.name[5:].isascii() and p.name[5:].isdigit() and p.is_dir()]
-    return sorted(dirs, key=lambda p: int(p.name[5:]))
+        return sorted(trial.stored.seeds) if trial.stored is not None else []
+    return [n for d in seed_dirs(trial) if (n := L.seed_number(d)) is not None]
 
 
 def _pick_study(names: list[str], folder: str, url_text: str) -> str:
@@ -296,7 +277,7 @@ def _pick_study(names: list[str], folder: str, url_text: str) -> str:
 def _trial_folder(results_dir: Path, number: int, recorded: Any) -> Path | None:
     # The folder's own layout first, so a results folder that was moved or copied still
     # finds its logs; the recorded path second (it may be relative to the sweep's cwd).
-    own = results_dir / "trials" / f"{number:05d}"
+    own = L.StudyLayout(results_dir).trial(number)
     if own.is_dir():
         return own
     try:
@@ -307,7 +288,7 @@ def _trial_folder(results_dir: Path, number: int, recorded: Any) -> Path | None:
     return None
 
 
-def _record(results_dir: Path, t: optuna.trial.FrozenTrial) -> TrialRecord:
+def _record(results_dir: Path | None, t: optuna.trial.FrozenTrial) -> TrialRecord:
     duration = None
     if t.datetime_start is not None and t.datetime_complete is not None:
         duration = (t.datetime_complete - t.datetime_start).total_seconds()
@@ -319,8 +300,9 @@ def _record(results_dir: Path, t: optuna.trial.FrozenTrial) -> TrialRecord:
     return TrialRecord(
         number=t.number, state=t.state.name, arm=attrs.get("arm", "search"),
         params=dict(t.params), values=values, attrs=attrs,
-        folder=_trial_folder(results_dir, t.number, attrs.get("dir")), duration_s=duration,
-        damaged=[f"user attribute {n}" for n in notes])
+        folder=_trial_folder(results_dir, t.number, attrs.get("dir"))
+        if results_dir is not None else None, duration_s=duration,
+        damaged=[f"user attribute {n}" for n in notes], stored=load_records(t.system_attrs))
 
 
 def load_study(results_dir: str | Path) -> Study:
@@ -343,8 +325,7 @@ def load_study(results_dir: str | Path) -> Study:
             storage = optuna.storages.RDBStorage(
                 url, engine_kwargs={"creator": lambda: read_only(db)})
             name = _pick_study(optuna.get_all_study_names(storage), results_dir.name, str(db))
-            study = optuna.load_study(study_name=name, storage=storage)
-            frozen = study.get_trials(deepcopy=False)
+            return _load(storage, name, results_dir, url)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - SQLAlchemy and Optuna errors vary
@@ -356,8 +337,33 @@ def load_study(results_dir: str | Path) -> Study:
         if "readonly" in first:
             first += "; it needs a repair, and a report opens it read-only"
         raise UserError(f"{db}: cannot read the Optuna storage ({first})") from None
+
+
+def load_study_from_storage(url: str, name: str) -> Study:
+    """Load study ``name`` from the storage at ``url`` alone, on a machine that may see no
+    trial folder: each trial's stored records stand in for its folder. Reads only: a URL
+    naming a database without Optuna's tables is refused, not given them."""
+    from spikebench.report.remote import open_storage
+
+    storage, shown = open_storage(url)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    names = optuna.get_all_study_names(storage)
+    if name not in names:
+        listed = ", ".join(sorted(names)[:5]) + (" ..." if len(names) > 5 else "")
+        raise UserError(f"--study {name!r}: no such study in {shown} "
+                        f"({'studies: ' + listed if names else 'it holds none'})")
+    return _load(storage, name, None, shown)
+
+
+def _load(storage: optuna.storages.BaseStorage, name: str, results_dir: Path | None,
+          url: str) -> Study:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = optuna.load_study(study_name=name, storage=storage)
+        frozen = study.get_trials(deepcopy=False)
     if not frozen:
-        raise UserError(f"{results_dir}: study {name!r} has no trials yet")
+        where = results_dir if results_dir is not None else url
+        raise UserError(f"{where}: study {name!r} has no trials yet")
     spec, problem = _read_spec(study.user_attrs.get("spec"))
     return Study(
         name=name, folder=results_dir, storage_url=url, spec=spec,
@@ -385,15 +391,21 @@ def _read_spec(stored: Any) -> tuple[SweepSpec | None, str]:
 def seed_log(trial: TrialRecord, seed: int) -> dict[str, Any] | None:
     """One seed's logs: metric rows, summary and meta (None where a file is missing or
     unreadable), or None if the seed has no folder at all. Damage is noted on ``trial``."""
+    name = L.seed_name(seed)
     if trial.folder is None:
-        return None
-    d = trial.folder / f"seed-{seed}"
+        rec = trial.stored.seeds.get(seed) if trial.stored is not None else None
+        if rec is None:
+            return None
+        return {"rows": rec["rows"],
+                "summary": _trial_file(trial, f"{name}/{L.SUMMARY_JSON}", SUMMARY),
+                "meta": _trial_file(trial, f"{name}/{L.META_JSON}", META)}
+    d = trial.folder / name
     if not d.is_dir():
         return None
-    rows, problems = _read_rows(d / "metrics.jsonl")
-    trial.note([f"{d.name}/metrics.jsonl: {p}" for p in problems])
-    return {"rows": rows, "summary": _trial_file(trial, f"{d.name}/summary.json", SUMMARY),
-            "meta": _trial_file(trial, f"{d.name}/meta.json", META)}
+    rows, problems = read_rows(d / L.METRICS)
+    trial.note([f"{name}/{L.METRICS}: {p}" for p in problems])
+    return {"rows": rows, "summary": _trial_file(trial, f"{name}/{L.SUMMARY_JSON}", SUMMARY),
+            "meta": _trial_file(trial, f"{name}/{L.META_JSON}", META)}
 
 
 def trials_frame(study: Study) -> pd.DataFrame:

@@ -15,25 +15,27 @@ import shutil
 import sys
 from pathlib import Path
 
-TRIAL_FILES = ("trial.json", "result.json")
-SEED_FILES = ("config.json", "meta.json", "summary.json", "metrics.jsonl")
+from spikebench.study import layout as L
+
+TRIAL_FILES = (L.TRIAL_JSON, L.RESULT_JSON)
+SEED_FILES = (L.CONFIG_JSON, L.META_JSON, L.SUMMARY_JSON, L.METRICS)
 
 
 def keep(results_dir: Path, study_dir: Path) -> None:
     """Copy the files the report reads from ``results_dir`` into a fresh ``study_dir``."""
     if study_dir.exists():
         shutil.rmtree(study_dir)
-    (study_dir / "trials").mkdir(parents=True)
-    shutil.copy2(results_dir / "study.db", study_dir / "study.db")
-    for trial in sorted((results_dir / "trials").iterdir()):
+    (study_dir / L.TRIALS).mkdir(parents=True)
+    shutil.copy2(results_dir / L.STUDY_DB, study_dir / L.STUDY_DB)
+    for trial in sorted((results_dir / L.TRIALS).iterdir()):
         if not trial.is_dir():
             continue
-        dest = study_dir / "trials" / trial.name
+        dest = study_dir / L.TRIALS / trial.name
         dest.mkdir()
         for name in TRIAL_FILES:
             if (trial / name).is_file():
                 shutil.copy2(trial / name, dest / name)
-        for seed in sorted(trial.glob("seed-*")):
+        for seed in sorted(trial.glob(L.SEED_PREFIX + "*")):
             if not seed.is_dir():
                 continue
             (dest / seed.name).mkdir()

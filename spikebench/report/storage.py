@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from spikebench.errors import UserError
+from spikebench.study import layout as L
 
 # Optuna's tables: a file lacking one is refused, as Optuna would create it (a write).
 OPTUNA_TABLES = ("studies", "study_directions", "study_user_attributes",
@@ -28,10 +29,10 @@ def find_storage(results_dir: Path) -> Path:
         raise UserError(f"{results_dir}: no such folder")
     if not results_dir.is_dir():
         raise UserError(f"{results_dir}: not a folder (give results/<study>)")
-    db = results_dir / "study.db"
+    db = results_dir / L.STUDY_DB
     if not db.is_file():
         hint = ""
-        subs = sorted(str(p.parent) for p in results_dir.glob("*/study.db") if p.is_file())
+        subs = sorted(str(p.parent) for p in results_dir.glob("*/" + L.STUDY_DB) if p.is_file())
         if subs:
             more = f" and {len(subs) - 3} more" if len(subs) > 3 else ""
             hint = f" (give a study folder below it: {', '.join(subs[:3])}{more})"
@@ -73,10 +74,10 @@ def readable(db: Path) -> Path:
         return _COPIES[key]
     tmp = Path(tempfile.mkdtemp(prefix="spikebench-report-"))
     atexit.register(shutil.rmtree, tmp, True)
-    copy = tmp / "study.db"
+    copy = tmp / L.STUDY_DB
     shutil.copyfile(db, copy)
     if wal.is_file():
-        shutil.copyfile(wal, tmp / "study.db-wal")
+        shutil.copyfile(wal, tmp / (L.STUDY_DB + "-wal"))
     con = sqlite3.connect(copy)  # our own copy: fold its log in, out of WAL mode
     try:
         con.execute("PRAGMA journal_mode=DELETE")

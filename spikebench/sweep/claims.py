@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from spikebench.runio import atomic_write_text
+from spikebench.study import layout as L
 
 
 def helpable(seeds: list[int]) -> list[int]:
@@ -25,7 +26,7 @@ def helpable(seeds: list[int]) -> list[int]:
 
 
 def _path(trial_dir: Path, seed: int) -> Path:
-    return trial_dir / f"seed-{seed}.claim"
+    return trial_dir / (L.seed_name(seed) + ".claim")
 
 
 def claim(trial_dir: Path, seed: int) -> bool:

@@ -30,6 +30,8 @@ from optuna.trial import TrialState
 
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_text
+from spikebench.study import layout as L
+from spikebench.study.artifacts import open_store
 from spikebench.sweep import claims, spares
 from spikebench.sweep.folders import check_folder, make_folder
 from spikebench.sweep.resilience import tune
@@ -56,7 +58,7 @@ from spikebench.sweep.utilisation import measure
 @contextmanager
 def _exclusive(study_dir: Path):
     study_dir.mkdir(parents=True, exist_ok=True)  # run_sweep checked it first (make_folder)
-    f = open(study_dir / ".lock", "w")  # noqa: SIM115 - held for the whole sweep
+    f = open(study_dir / L.LOCK, "w")  # noqa: SIM115 - held for the whole sweep
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -151,7 +153,9 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     # results folder, then the storage itself and the study in it (read only). Only a new
     # SQLite file of its own, which holds nothing to refuse, waits for its folder and lock.
     check_storage(url)
-    check_folder(study_dir / "trials", results)
+    check_folder(study_dir / L.TRIALS, results)
+    if spec.artifacts and jobs != 0:  # a store it cannot write: refused before any trial
+        open_store(spec.artifacts)
     # Each trial's ranks: GPUs, else processes (a [trainer] command starts its own).
     nproc = 1 if spec.trainer else int(spec.base.get("train.nproc", 1))
     slots = make_slots(jobs, nproc) if jobs != 0 else []  # 0: create the study for workers only
@@ -160,10 +164,10 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
     # driver dies for good, workers retry its trials once they go stale.
     shared = not is_sqlite(url)
     opened = None
-    if url != default_storage(study_dir) or (study_dir / "study.db").exists():
+    if url != default_storage(study_dir) or (study_dir / L.STUDY_DB).exists():
         opened = make_storage(url, heartbeat=shared)
         check_study(spec, opened)
-    make_folder(study_dir / "trials", results)
+    make_folder(study_dir / L.TRIALS, results)
     with _exclusive(study_dir):
         storage = opened or make_storage(url, heartbeat=shared)
         study = open_study(spec, storage)
@@ -184,7 +188,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         free: Queue[Slot] = Queue()
         for s in slots:
             free.put(s)
-        trials_dir = study_dir / "trials"
+        trials_dir = study_dir / L.TRIALS
         stopping = threading.Event()
         failed = [sum(t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False))]
         follower = None
@@ -213,7 +217,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                         metrics.sweep_progress(progress.done, progress.running, failed[0])
                 if heart:
                     heart.add(trial._trial_id)
-                trial_dir = trials_dir / f"{trial.number:05d}"
+                trial_dir = trials_dir / L.trial_name(trial.number)
                 ran.append(trial_dir)
                 with lock:
                     running.append(trial_dir)
@@ -238,7 +242,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                         progress.running -= 1
                     return
                 with lock:
-                    record(trial, out)
+                    record(trial, out, spec.artifacts)
                     study.tell(trial, out.values if out.state == TrialState.COMPLETE else None,
                                state=out.state)
                     progress.running -= 1
@@ -264,7 +268,7 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
                 while not stopping.is_set():
                     with lock:
                         left = {d: len(claims.unclaimed(d, claims.helpable(spec.seeds))) for d in running
-                                if (d / "trial.json").is_file()}
+                                if (d / L.TRIAL_JSON).is_file()}
                         if finished[0] == remaining:
                             return
                     target = max(left, key=left.get, default=None)

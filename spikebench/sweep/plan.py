@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 
+from spikebench.study import layout as L
 from spikebench.sweep.folders import check_folder
 from spikebench.sweep.spec import SweepSpec
 from spikebench.sweep.studies import check_storage, default_storage, mask_url
@@ -19,7 +20,7 @@ def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | No
 
     url = storage or spec.storage or default_storage(Path(results) / spec.name)
     check_storage(url)
-    check_folder(Path(results) / spec.name / "trials", results)
+    check_folder(Path(results) / spec.name / L.TRIALS, results)
     runs = (len(spec.arms) + spec.trials) * len(spec.seeds)
     lines = [
         f"study {spec.name!r} from {spec.path}",

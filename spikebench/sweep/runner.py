@@ -27,6 +27,7 @@ from pathlib import Path
 from spikebench import config as cfgmod
 from spikebench import metrics as M
 from spikebench.runio import atomic_write_json, die_with_parent, parent_pid
+from spikebench.study import layout as L
 from spikebench.sweep import claims
 from spikebench.train.sinks import Sink
 
@@ -60,7 +61,7 @@ def carry_over(src: Path | None, dst: Path) -> str:
     before it starts the process, so every rank of a data-parallel trial agrees."""
     if src is None or not src.is_dir() or dst.exists():
         return ""
-    if (src / "summary.json").is_file():
+    if (src / L.SUMMARY_JSON).is_file():
         shutil.copytree(src, dst)
         return "done"
     if (src / "checkpoints").is_dir():
@@ -74,10 +75,10 @@ def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool
     """Train (or resume, or take over finished) one seed of the trial: its summary."""
     from spikebench.train.loop import train
 
-    run_dir = trial_dir / f"seed-{seed}"
+    run_dir = trial_dir / L.seed_name(seed)
     how = job.get("carried_over", {}).get(str(seed), "")
     if how == "done":
-        return json.loads((run_dir / "summary.json").read_text())
+        return json.loads((run_dir / L.SUMMARY_JSON).read_text())
     cfg = cfgmod.from_dict(job["config"])
     cfg.train.seed = seed
     sinks = [_ParentWatch(parent)] + ([_Report(seed)] if report else [])
@@ -87,7 +88,7 @@ def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool
 
 
 def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
-    job = json.loads((trial_dir / "trial.json").read_text())
+    job = json.loads((trial_dir / L.TRIAL_JSON).read_text())
     from spikebench.train.dist import from_env, teardown
 
     main_rank = from_env().main  # data-parallel: rank 0 reports and writes the result
@@ -99,7 +100,7 @@ def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
         summaries[seed] = _train_seed(job, trial_dir, seed, parent, i == 0, main_rank)
     for seed in job["seeds"]:  # the helpers' seeds: wait for them, or take them over
         while seed not in summaries:
-            done = trial_dir / f"seed-{seed}" / "summary.json"
+            done = trial_dir / L.seed_name(seed) / L.SUMMARY_JSON
             if done.is_file():
                 summaries[seed] = json.loads(done.read_text())
             elif not claims.claimer_alive(trial_dir, seed):
@@ -112,13 +113,13 @@ def run(trial_dir: Path, parent: int, warm: bool = False) -> int:
         results = [{"seed": s, "summary": summaries[s],
                     "carried_over": job.get("carried_over", {}).get(str(s), "")}
                    for s in job["seeds"]]
-        atomic_write_json(trial_dir / "result.json", {"seeds": results, "warm": warm})
+        atomic_write_json(trial_dir / L.RESULT_JSON, {"seeds": results, "warm": warm})
     return 0
 
 
 def help_trial(trial_dir: Path, parent: int) -> int:
     """A helper: train the trial's unclaimed seeds, from the last, until none is left."""
-    job = json.loads((trial_dir / "trial.json").read_text())
+    job = json.loads((trial_dir / L.TRIAL_JSON).read_text())
     for seed in reversed(claims.helpable(job["seeds"])):
         if claims.claim(trial_dir, seed):
             _train_seed(job, trial_dir, seed, parent, False, True)
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if not line:
             return 0  # the sweep ended without a trial for it
         trial_dir = Path(line)
-        err = os.open(trial_dir / "stderr.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        err = os.open(trial_dir / L.STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(err, 2)
         os.close(err)  # fd 2 (and so sys.stderr) now writes to the trial's stderr.log
         return run(trial_dir, parent, warm=True)

@@ -4,7 +4,7 @@ A sweep file has four tables, and a fifth for a trainer of the team's own::
 
     [study]       name, trials (search trials), seeds, objective, target_loss, spike_limit,
                   spike_metric, sampler, pruner, storage, heartbeat_s, heartbeat_grace_s,
-                  storage_retry_s
+                  storage_retry_s, artifacts
     [config]      the base train config of every trial (the same keys as a train config)
     [space]       "dotted.key" = {low, high, log, off} | {choices = [...]} | {low, high, int}
     [comparison]  baseline = {...}, recipe = {...} | false, grid = {"key" = [values]},
@@ -134,6 +134,9 @@ class SweepSpec:
     heartbeat_s: int = HEARTBEAT_S
     heartbeat_grace_s: int = HEARTBEAT_GRACE_S
     storage_retry_s: float = STORAGE_RETRY_S
+    # An Optuna artifact store for each seed's full logs (a shared path or s3://bucket;
+    # "": they stay on the worker). :mod:`spikebench.study.artifacts`.
+    artifacts: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -281,7 +284,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
     st = raw.get("study", {})
     allowed_study = {"name", "trials", "seeds", "objective", "target_loss", "spike_limit",
                      "spike_metric", "sampler", "sampler_seed", "pruner", "storage", "notes",
-                     "heartbeat_s", "heartbeat_grace_s", "storage_retry_s"}
+                     "heartbeat_s", "heartbeat_grace_s", "storage_retry_s", "artifacts"}
     if set(st) - allowed_study:
         bad = sorted(set(st) - allowed_study)[0]
         raise UserError(f"{path}: unknown key 'study.{bad}' (allowed: "
@@ -400,6 +403,8 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None, *,
         notes=str(st.get("notes", "")),
         default_recipe=not free and isinstance(comparison, dict) and "recipe" not in comparison,
         grid=grid, trainer=trainer, **timing,
+        artifacts=_get(st, "artifacts", path, str, "", "must be a folder path every worker "
+                       "sees, or s3://<bucket>"),
     )
 
 

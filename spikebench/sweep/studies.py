@@ -55,7 +55,7 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite:")
 
 
-def _with_driver(url: str) -> str:
+def driver_url(url: str) -> str:
     """``postgresql://`` names no driver, and SQLAlchemy's default changed (psycopg2 in 1.x
     and 2.0, psycopg 3 in 2.1): use whichever of the two is installed."""
     if not url.startswith(("postgresql://", "postgres://")):
@@ -109,7 +109,7 @@ def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseSt
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             # SQLite's errors are not a server restarting: no retries there.
-            return RetryingRDBStorage(_with_driver(url), retry_s=0.0 if is_sqlite(url) else
+            return RetryingRDBStorage(driver_url(url), retry_s=0.0 if is_sqlite(url) else
                                       STORAGE_RETRY_S, **kwargs)
     except Exception as e:  # noqa: BLE001 - SQLAlchemy/driver errors vary by backend
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -23,6 +23,9 @@ from optuna.trial import TrialState
 from spikebench import metrics as M
 from spikebench.runio import atomic_write_json
 from spikebench.scoring.trial import score_trial
+from spikebench.study import layout as L
+from spikebench.study import records
+from spikebench.study.artifacts import open_store, upload_seeds
 from spikebench.sweep import spares
 from spikebench.sweep.runner import carry_over
 from spikebench.sweep.slots import Slot
@@ -62,7 +65,7 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
     if slot.name.startswith("cpu"):
         cfg.train.device = "cpu"
     trial_dir, old, carried = _trial_folder(trial, spec, trials_dir)
-    atomic_write_json(trial_dir / "trial.json", {
+    atomic_write_json(trial_dir / L.TRIAL_JSON, {
         "number": trial.number, "arm": arm, "params": trial.params, "overrides": params,
         "seeds": spec.seeds, "slot": slot.name, "config": cfg.to_dict(),
         "resume_from": str(old) if old is not None and old.is_dir() else None,
@@ -74,7 +77,7 @@ def run_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_dir: Path
         cmd = command(cfg.train.nproc, "spikebench.sweep.runner", str(trial_dir))
     attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
                              "overrides": dict(params)}
-    with open(trial_dir / "stderr.log", "w") as err:
+    with open(trial_dir / L.STDERR, "w") as err:
         # A warm process of this slot when there is one (it writes stderr.log itself).
         proc = (spares.take(slot, trials_dir, trial_dir, start_next=warm_next)
                 if cfg.train.nproc == 1 else None)
@@ -102,12 +105,12 @@ def _trial_folder(trial: optuna.Trial, spec: SweepSpec, trials_dir: Path
     carried over from it. A retry continues from what the trial it retries left: its
     finished seeds and its checkpoints, when that folder is here (a results folder shared
     between servers)."""
-    trial_dir = trials_dir / f"{trial.number:05d}"
+    trial_dir = trials_dir / L.trial_name(trial.number)
     trial_dir.mkdir(parents=True, exist_ok=True)
     retry_of = trial.user_attrs.get("retry_of")
-    old = trials_dir / f"{retry_of:05d}" if isinstance(retry_of, int) else None
+    old = trials_dir / L.trial_name(retry_of) if isinstance(retry_of, int) else None
     carried = {str(s): how for s in spec.seeds if (how := carry_over(
-        old / f"seed-{s}" if old is not None else None, trial_dir / f"seed-{s}"))}
+        old / L.seed_name(s) if old is not None else None, trial_dir / L.seed_name(s)))}
     return trial_dir, old, carried
 
 
@@ -136,9 +139,9 @@ def _outcome(proc: subprocess.Popen, pruned: bool, trial_dir: Path, spec: SweepS
              attrs: dict[str, Any]) -> Outcome:
     if pruned:
         return Outcome(TrialState.PRUNED, attrs=attrs)
-    result_path = trial_dir / "result.json"
+    result_path = trial_dir / L.RESULT_JSON
     if proc.returncode != 0 or not result_path.exists():
-        tail = (trial_dir / "stderr.log").read_text().strip().splitlines()
+        tail = (trial_dir / L.STDERR).read_text().strip().splitlines()
         attrs["error"] = tail[-1] if tail else f"exit code {proc.returncode}"
         return Outcome(TrialState.FAIL, attrs=attrs)
     return score(json.loads(result_path.read_text()), spec, attrs)
@@ -168,7 +171,7 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
     trial_dir, old, carried = _trial_folder(trial, spec, trials_dir.resolve())
     spikes = {"detector": "default", "gap": 5, "target_loss": spec.target_loss}
     trainer = {**spec.trainer, "command": command_argv(spec)}
-    atomic_write_json(trial_dir / "trial.json", {
+    atomic_write_json(trial_dir / L.TRIAL_JSON, {
         "number": trial.number, "arm": arm, "params": values, "overrides": params,
         "seeds": spec.seeds, "slot": slot.name, "trainer": trainer, "spikes": spikes,
         "config": {"spikes": spikes},
@@ -177,13 +180,13 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
     attrs: dict[str, Any] = {"arm": arm, "dir": str(trial_dir), "slot": slot.name,
                              "overrides": dict(params)}
     cmd = [sys.executable, "-m", "spikebench.sweep.command", str(trial_dir)]
-    with open(trial_dir / "stderr.log", "w") as err:
+    with open(trial_dir / L.STDERR, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
                                 env=slot_env(slot, slot.threads))
         with _children_lock:
             _children.add(proc)
         def stop() -> None:
-            (trial_dir / "prune").touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
+            (trial_dir / L.PRUNE).touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)  # the runner: SIGTERM, grace, SIGKILL
 
@@ -241,12 +244,20 @@ def score(result: dict[str, Any], spec: SweepSpec, attrs: dict[str, Any]) -> Out
     return Outcome(TrialState.COMPLETE, values, {**attrs, **scored}, limits)
 
 
-def record(trial: optuna.Trial, out: Outcome) -> None:
-    """Put an outcome's attributes and constraints on its trial (before it is told)."""
+def record(trial: optuna.Trial, out: Outcome, artifacts: str = "") -> None:
+    """Put an outcome's attributes and constraints on its trial (before it is told), and
+    what its folder holds for a report (:mod:`spikebench.study.records`), so the storage
+    alone can be reported from a machine that cannot see this one's folders. ``artifacts``
+    (the sweep's ``study.artifacts``): each seed's full logs are uploaded there too."""
     for k, v in out.attrs.items():
         trial.set_user_attr(k, v)
     for k, v in out.constraints.items():
         trial.set_constraint(k, v)
+    folder = out.attrs.get("dir")
+    if isinstance(folder, str) and Path(folder).is_dir():
+        full = (upload_seeds(trial, open_store(artifacts), artifacts, Path(folder))
+                if artifacts else None)
+        records.store(trial.storage, trial._trial_id, Path(folder), full)
 
 
 def kill_children() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from spikebench import metrics as M
+from spikebench.study import layout as L
 
 
 class Utilisation(NamedTuple):
@@ -33,18 +34,18 @@ def training_seconds(trial_dir: Path) -> float:
     finished from a trial it retries count nothing; one it resumed counts its whole clock,
     the interrupted trial's part included (a small overcount, on retries only)."""
     try:
-        carried = json.loads((trial_dir / "trial.json").read_text()).get("carried_over", {})
+        carried = json.loads((trial_dir / L.TRIAL_JSON).read_text()).get("carried_over", {})
     except (OSError, ValueError):
         return 0.0
     total = 0.0
-    for seed_dir in trial_dir.glob("seed-*"):
+    for seed_dir in trial_dir.glob(L.SEED_PREFIX + "*"):
         if carried.get(seed_dir.name.removeprefix("seed-")) == "done":
             continue
-        summary = seed_dir / "summary.json"
+        summary = seed_dir / L.SUMMARY_JSON
         if summary.is_file():
             total += float(json.loads(summary.read_text()).get("seconds") or 0.0)
             continue
-        total += _last_clock(seed_dir / "metrics.jsonl.partial")
+        total += _last_clock(seed_dir / L.PARTIAL)
     return total
 
 

@@ -24,6 +24,8 @@ import optuna
 from optuna.trial import TrialState
 
 from spikebench.errors import UserError
+from spikebench.study import StudyLayout
+from spikebench.study.artifacts import open_store
 from spikebench.sweep import spares
 from spikebench.sweep.folders import make_folder
 from spikebench.sweep.resilience import TargetGate, fail_stale, tune
@@ -74,8 +76,10 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
     except KeyError:
         raise UserError(f"--study {study_name!r}: no such study in {mask_url(url)}") from None
     tune(storage, spec)  # the study's heartbeat, grace and retry settings
-    trials_dir = Path(results) / spec.name / "trials"
+    trials_dir = StudyLayout.of(results, spec.name).trials
     make_folder(trials_dir, results)  # before the first trial is asked for
+    if spec.artifacts:  # a store this worker cannot write: refused before any trial
+        open_store(spec.artifacts)
     study = optuna.load_study(study_name=study_name, storage=storage,
                               sampler=make_sampler(spec, worker_seed(study_name)),
                               pruner=make_pruner(spec))
@@ -112,7 +116,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             return own
         error = out.attrs.get("error", "trial failed")
         try:
-            record(trial, out)
+            record(trial, out, spec.artifacts)
             if (out.state == TrialState.FAIL and time.monotonic() - started < INSTANT_S
                     and trial.user_attrs.get("retries", 0) < MAX_RETRY):
                 give_back(study, spec, trial, error)

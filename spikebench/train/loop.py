@@ -40,6 +40,7 @@ from spikebench.precision import Precision, loss_scale_tensor, make_precision
 from spikebench.runio import atomic_write_json, environment, memory, new_run_dir
 from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
+from spikebench.study import layout as L
 from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
 from spikebench.train.compile import CompileClock, choose, compile_model
@@ -202,7 +203,7 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
     if dist.main:
         run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     run_dir = Path(dist.broadcast(str(run_dir)))
-    log_path = run_dir / "metrics.jsonl"
+    log_path = run_dir / L.METRICS
     saved = _resumable(cfg, run_dir, log_path, model, opt) if resume and dist.main else None
     saved = dist.broadcast(saved) if resume else None  # the checkpoint rank 0 chose
     precision = _precision(cfg, device, dist, saved)
@@ -237,13 +238,13 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
     if dist.main:
         if saved is None:
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(run_dir / "config.json", cfg.to_dict())
+            atomic_write_json(run_dir / L.CONFIG_JSON, cfg.to_dict())
         else:  # the first run's meta stands; each resume adds where and from which step
-            first = json.loads((run_dir / "meta.json").read_text())
+            first = json.loads((run_dir / L.META_JSON).read_text())
             meta = {**first, "resumes": [*first.get("resumes", []), {
                 "step": saved["step"], "environment": meta["environment"],
                 "precision_impl": precision.impl, "compile": compiling.enabled}]}
-        atomic_write_json(run_dir / "meta.json", meta)
+        atomic_write_json(run_dir / L.META_JSON, meta)
         log = JsonlSink(log_path, resume_at=saved["log_bytes"] if saved else None)
         sinks = [log, *sinks]
         for s in sinks:
@@ -419,7 +420,7 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         gap=cfg.spikes.gap, reports=monitor.reports(M.TRAIN_LOSS))
     for s in sinks:  # after the spikes: the end settles their counts
         s.close(summary)
-    atomic_write_json(run_dir / "summary.json", summary)
+    atomic_write_json(run_dir / L.SUMMARY_JSON, summary)
     return summary
 
 
@@ -460,7 +461,7 @@ def _check_resume(run_dir: Path) -> None:
     runs: a finished run, and a ``meta.json`` that is missing or damaged while checkpoints
     wait (a resume continues the first start's record; with no checkpoint the run trains
     again from step 0 and writes a new one)."""
-    if (run_dir / "summary.json").exists():
+    if (run_dir / L.SUMMARY_JSON).exists():
         raise UserError(f"--resume {run_dir}: the run already finished (it has a "
                         "summary.json); nothing to resume")
     saved = checkpoint.saved(run_dir)
@@ -470,7 +471,7 @@ def _check_resume(run_dir: Path) -> None:
         if path.is_dir():
             raise UserError(f"--resume {run_dir}: {path} is a folder, where the run writes "
                             "a checkpoint file; remove it")
-    meta = run_dir / "meta.json"
+    meta = run_dir / L.META_JSON
     why = ""
     try:
         if not meta.is_file():

@@ -1,7 +1,8 @@
 import optuna
 from fixtures import storage_url
 
-from spikebench.cli import main, report_dir
+from spikebench.cli import main
+from spikebench.report import report_dir
 
 
 def _cli(argv):

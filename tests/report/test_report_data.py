@@ -4,7 +4,8 @@ import optuna
 import pytest
 from fixtures import ARMS, make_study, storage_url
 
-from spikebench.report.data import UserError, load_study, read_jsonl, seed_log, trials_frame
+from spikebench.report.data import UserError, load_study, seed_log, trials_frame
+from spikebench.report.files import read_jsonl
 from spikebench.sweep.spec import Param, SweepSpec
 
 

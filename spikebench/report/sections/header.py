@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from spikebench.report.arms import classify_arm, table_arms
@@ -18,6 +19,7 @@ from spikebench.report.data import Study, TrialRecord, trial_job
 from spikebench.report.sections.section import Info
 from spikebench.spikes.evidence import EvidenceParams
 from spikebench.spikes.rules import DefaultRule
+from spikebench.study.records import BUCKETS
 from spikebench.values import finite
 
 
@@ -73,6 +75,7 @@ def pruning(trials: list[TrialRecord], steps: int | None, n_seeds: int) -> Pruni
 class HeaderInfo(Info):
     study: str
     folder: str
+    source: str  # "Results folder X", or the storage (password masked) and study
     n_trials: int
     states: dict[str, int]
     objective: str
@@ -97,6 +100,8 @@ class HeaderInfo(Info):
     grid: dict[str, list] = field(default_factory=dict)  # [comparison] grid
     spike_definition: str
     pruning: Pruning = Pruning(0, 0, 0, 0)
+    # Where the full logs of a study read from its storage are (by host, or artifact store).
+    full_logs: list[str] = field(default_factory=list)
     # What spikebench compare recorded, for a study of runs read from disk; None otherwise.
     compare: dict[str, Any] | None = None
 
@@ -111,10 +116,9 @@ def _distinct(values) -> list[str]:
 
 def _first_config(study: Study) -> dict[str, Any]:
     for t in study.trials:
-        if t.folder is not None:
-            job = trial_job(t)
-            if job and isinstance(job.get("config"), dict):
-                return job["config"]
+        job = trial_job(t)
+        if job and isinstance(job.get("config"), dict):
+            return job["config"]
     return {}
 
 
@@ -151,7 +155,9 @@ def info(study: Study) -> HeaderInfo:
         states[t.state.lower()] = states.get(t.state.lower(), 0) + 1
     spec = study.spec
     return HeaderInfo(
-        study=study.name, folder=str(study.folder), n_trials=len(study.trials),
+        study=study.name, folder=str(study.folder), source=study.source,
+        full_logs=full_logs(study) if study.folder is None else [],
+        n_trials=len(study.trials),
         states=states, objective=study.objective, directions=study.directions,
         spike_metric=study.spike_metric,
         target_loss=spec.target_loss if spec else None,
@@ -185,6 +191,33 @@ def info(study: Study) -> HeaderInfo:
     )
 
 
+def full_logs(study: Study) -> list[str]:
+    """Where the full-resolution logs of a study read from its storage are: each worker
+    host with its trial count and folder, and the trials whose logs went to an artifact
+    store; trials that left no record say so."""
+    hosts: dict[tuple[str, str], list[int]] = {}
+    stores: dict[str, int] = {}
+    none = []
+    for t in study.trials:
+        st = t.stored
+        if st is None:
+            none.append(t.number)
+        elif isinstance(st.where.get("full_logs"), dict) and st.where["full_logs"]:
+            for store in {str(v).rsplit("/", 1)[0] for v in st.where["full_logs"].values()}:
+                stores[store] = stores.get(store, 0) + 1
+        else:
+            where = str(Path(str(st.where.get("dir", "?"))).parent)
+            hosts.setdefault((str(st.where.get("host", "?")), where), []).append(t.number)
+    out = [f"on {host}, {len(ns)} trial{'s' * (len(ns) > 1)} under {where}"
+           for (host, where), ns in sorted(hosts.items())]
+    out += [f"{n} trial{'s' * (n > 1)} in the artifact store {store} (one artifact per "
+            "seed, listed on each trial)" for store, n in sorted(stores.items())]
+    if none:
+        out.append(f"{len(none)} trial(s) left no record in the storage (unfinished, "
+                   "or run by an older spikebench)")
+    return out
+
+
 def _joined(values: list[str]) -> str:
     return ", ".join(values) if values else "unknown"
 
@@ -202,7 +235,11 @@ def blocks(h: HeaderInfo, images: frozenset[str]) -> list[Block]:
     report (:func:`setup_blocks`), after the results a reader came for."""
     states = ", ".join(f"{n} {s}" for s, n in sorted(h.states.items()))
     out: list[Block] = [Heading(1, f"Spike report: {h.study}", "top"),
-                        para(f"Results folder {h.folder}; {h.n_trials} trials ({states}).")]
+                        para(f"{h.source}; {h.n_trials} trials ({states}).")]
+    if h.full_logs:
+        out.append(para("Read from the storage alone: curves are cut to at most "
+                        f"{2 * BUCKETS} points per metric. Full logs: "
+                        + "; ".join(h.full_logs) + "."))
     if h.compare is not None and h.has_spec:
         return out[:1] + compare_blocks(h)
     if not h.has_spec:
