@@ -204,8 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results_dir", nargs="?",
                    help="a study's results folder, e.g. results/default (or give --storage)")
     p.add_argument("--storage", metavar="URL",
-                   help="report from the study's storage alone (with --study), e.g. "
-                        "postgresql://user:pass@host/db; no results folder needed")
+                   help="the study's storage: report from it alone, with --study")
     p.add_argument("--study", metavar="NAME", help="the study's name in --storage")
     p.add_argument("--out", default="reports",
                    help="reports folder; the report goes to OUT/<results folder or study "

@@ -72,11 +72,13 @@ examples:
   spikebench spikes wandb_history.csv --step _step
   spikebench spikes log.jsonl --json"""),
     "report": ("""\
-Write a sweep's report from its results folder: OUT/<folder name>/report.md with
+Write a sweep's report from its results folder, or from its storage alone (no
+folder: what each trial recorded there): OUT/<folder or study name>/report.md with
 its PNG plots, and report.html, one self-contained file. Changes nothing it reads.""", """\
 examples:
   spikebench report results/default                  # reports/default/report.md and .html
-  spikebench report results/lr-stability --out /tmp/reports"""),
+  spikebench report results/lr-stability --out /tmp/reports
+  spikebench report --storage postgresql://user:pass@db/spikebench --study default"""),
     "compare": ("""\
 Compare groups of existing runs (TensorBoard, HF Trainer, Lightning, W&B, MLflow,
 CSV/JSONL, spikebench run folders): groups by glob, by a hyperparameter of each run's

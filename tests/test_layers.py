@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("runio",),
     ("data", "emulation", "model", "spikes"),
-    ("cli_args", "precision_auto", "runs", "scoring", "study"),
+    ("study",),  # a study's layout and records: every reader of run folders names them
+    ("cli_args", "precision_auto", "runs", "scoring"),
     ("precision",),
     ("train",),
     ("live", "responses"),

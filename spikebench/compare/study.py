@@ -126,7 +126,7 @@ def write_study(folder: Path, final: Path, *, name: str, groups: dict[str, list[
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        storage = optuna.storages.RDBStorage(f"sqlite:///{(folder / 'study.db').resolve()}")
+        storage = optuna.storages.RDBStorage(f"sqlite:///{(folder / L.STUDY_DB).resolve()}")
         study = optuna.create_study(storage=storage, study_name=name,
                                     directions=["minimize", "minimize"])
         study.set_user_attr("spec", spec)

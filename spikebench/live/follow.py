@@ -66,7 +66,7 @@ class Follower:
         ``metrics.jsonl`` when it ends (the same bytes), so one tail serves both; a
         resumed run cuts its log back, and then it is read again from the start."""
         lines = self._lines.get(seed) or self._lines.setdefault(
-            seed, Lines(seed / "metrics.jsonl", before=seed / "metrics.jsonl.partial"))
+            seed, Lines(seed / L.METRICS, before=seed / L.PARTIAL))
         for line in lines.read():  # a line still being written waits for the next poll
             try:
                 rec = json.loads(line)

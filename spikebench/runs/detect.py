@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 
 from spikebench.runs import columns
+from spikebench.study import layout as L
 
 HEAD = 1 << 16  # bytes read to decide
 # Formats read by spikebench.runs.text.read_log, the fast lane of big plain logs.
@@ -138,7 +139,7 @@ def detect_folder(folder: Path, names: set[str]) -> str | None:
         return "hf-trainer-state"
     if "meta.yaml" in names and (folder / "metrics").is_dir():
         return "mlflow"
-    if "metrics.jsonl" in names and names & {"config.json", "meta.json"}:
+    if L.METRICS in names and names & {L.CONFIG_JSON, L.META_JSON}:
         return "spikebench"
     if "metrics.csv" in names and "hparams.yaml" in names:
         return "lightning-csv"

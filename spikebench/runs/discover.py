@@ -39,6 +39,7 @@ from spikebench.runs.columns import MissingColumn
 from spikebench.runs.detect import detect_file, detect_folder
 from spikebench.runs.model import RunLog
 from spikebench.runs.text import check_file
+from spikebench.study import layout as L
 
 LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
 ONE_RUN_FOLDERS = ("hf-trainer-state", "mlflow", "spikebench", "lightning-csv")
@@ -94,8 +95,8 @@ def read_file(p: Path, *, name: str, prefix: str = "", **opts) -> list[RunLog]:
         return [wandb.read_history(p, name=name, **opts)]
     if fmt == "lightning-csv":
         return [lightning.read(p, name=name, **opts)]
-    if p.name == "metrics.jsonl" and detect_folder(p.parent, {
-            n for n in ("metrics.jsonl", "config.json", "meta.json") if (p.parent / n).exists()
+    if p.name == L.METRICS and detect_folder(p.parent, {
+            n for n in (L.METRICS, L.CONFIG_JSON, L.META_JSON) if (p.parent / n).exists()
     }) == "spikebench":
         return [plain.read_spikebench(p.parent, name=name, **opts)]
     return [plain.read_file(p, name=name, fmt=fmt, **opts)]
@@ -108,7 +109,7 @@ def _own(fmt: str, d: Path, subdirs: list[Path], skipped: list[str]
     same run again); no other run folder's (an MLflow run's artifacts, a spikebench run's
     ``tb/``: its trainer's own log). Those not walked that hold logs are named in
     ``skipped``."""
-    own = {"metrics.jsonl", "config.json", "meta.json", "metrics.csv", "trainer_state.json",
+    own = {L.METRICS, L.CONFIG_JSON, L.META_JSON, "metrics.csv", "trainer_state.json",
            "meta.yaml"}
     walk = []
     for sub in subdirs:

@@ -61,8 +61,8 @@ def latest(folder: Path) -> tuple[Path, dict[str, Any]]:
 def _params(state_path: Path, state: dict[str, Any], output: Path) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for folder in (state_path.parent, output):
-        if (folder / "config.json").is_file():
-            model = meta.read_json(folder / "config.json")
+        if (folder / "config.json").is_file():  # the model's: another tool's file
+            model = meta.read_json(folder / "config.json")  # another tool's file
             params.update(flatten(model if isinstance(model, dict) else {}, "model"))
             break
     args = read_training_args(state_path.parent / "training_args.bin")

@@ -12,6 +12,7 @@ from spikebench.runs import meta
 from spikebench.runs.model import RunLog
 from spikebench.runs.table import build, flatten, seed_of
 from spikebench.runs.text import read_table
+from spikebench.study import layout as L
 
 
 def read_file(path: Path, *, name: str, fmt: str, step: str | None = None,
@@ -33,13 +34,13 @@ def read_spikebench(folder: Path, *, name: str, step: str | None = None,
     trainer's own ``params`` and the ``seed``."""
     params: dict[str, Any] = {}
     seed = None
-    if (folder / "config.json").is_file():
-        config = meta.table(folder / "config.json", meta.read_json(folder / "config.json"))
+    if (folder / L.CONFIG_JSON).is_file():
+        config = meta.table(folder / L.CONFIG_JSON, meta.read_json(folder / L.CONFIG_JSON))
         if isinstance(config.get("params"), dict):
             params = flatten(config["params"])
             seed = seed_of(config)
         else:
             params = flatten(config)
             seed = seed_of(params, ("train.seed", "seed"))
-    return read_file(folder / "metrics.jsonl", name=name, fmt="spikebench", step=step,
+    return read_file(folder / L.METRICS, name=name, fmt="spikebench", step=step,
                      metric=metric, grad_metric=grad_metric, extra=extra, params=params, seed=seed)

@@ -41,11 +41,12 @@ from spikebench.api.decision import Decision
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_json, die_with_parent, kill_with_parent
 from spikebench.runs.tail import Tail
+from spikebench.study import layout as L
 from spikebench.sweep.spec import ARGS_MACRO
 
 POLL_S = 0.2  # how often the first seed's log is read for new validation losses
 PRUNE_FILE = "prune"  # in the trial folder: made by the driver when it prunes the trial
-API_LOG = "metrics.jsonl"  # what spikebench.init writes in the run folder
+API_LOG = L.METRICS  # what spikebench.init writes in the run folder
 TRACEBACK = "Traceback (most recent call last):"
 TORCHRUN_LOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")  # torchrun's lines ("W1203 17:04:25")
 
@@ -227,9 +228,9 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     """Run the command for one seed; its summary. Raises :class:`_Stop` with the reason
     when the seed fails."""
     global _proc
-    run_dir = trial_dir / f"seed-{seed}"
+    run_dir = trial_dir / L.seed_name(seed)
     if job.get("carried_over", {}).get(str(seed)) == "done":
-        return json.loads((run_dir / "summary.json").read_text())
+        return json.loads((run_dir / L.SUMMARY_JSON).read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
     t = job["trainer"]
     argv = expand(t["command"], params=job["params"], params_file=trial_dir / "params.json",
@@ -259,8 +260,8 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
         last = _last_line(run_dir / "stderr.log")
         how = f"exit code {code}" if code > 0 else f"killed by signal {-code}"
         raise _Stop(f"{how}: {last}" if last else f"{how} (nothing on its stderr)")
-    if (run_dir / "summary.json").is_file():
-        summary = json.loads((run_dir / "summary.json").read_text())
+    if (run_dir / L.SUMMARY_JSON).is_file():
+        summary = json.loads((run_dir / L.SUMMARY_JSON).read_text())
     elif log is not None and log.exists():
         try:
             summary = score_log(log, run_dir, job, seed)
@@ -319,7 +320,7 @@ def reap(folder: Path) -> int:
 
 def run(trial_dir: Path) -> int:
     global _grace
-    job = json.loads((trial_dir / "trial.json").read_text())
+    job = json.loads((trial_dir / L.TRIAL_JSON).read_text())
     _grace = float(job["trainer"]["grace_s"])
     if job.get("resume_from") and Path(job["resume_from"]).is_dir():
         n = reap(Path(job["resume_from"]))
@@ -336,7 +337,7 @@ def run(trial_dir: Path) -> int:
             return 1
         results.append({"seed": seed, "summary": summary,
                         "carried_over": job.get("carried_over", {}).get(str(seed), "")})
-    atomic_write_json(trial_dir / "result.json", {"seeds": results, "warm": False})
+    atomic_write_json(trial_dir / L.RESULT_JSON, {"seeds": results, "warm": False})
     return 0
 
 

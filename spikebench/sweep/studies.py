@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from spikebench import __version__
 from spikebench.errors import UserError
+from spikebench.study import layout as L
 from spikebench.sweep.pruner import SpikeTolerantPruner
 from spikebench.sweep.resilience import RetryingRDBStorage
 from spikebench.sweep.spec import CLIP_ON, STORAGE_RETRY_S, Param, SweepSpec, resolve_config
@@ -48,7 +49,7 @@ def mask_url(url: str) -> str:
 
 
 def default_storage(study_dir: Path) -> str:
-    return f"sqlite:///{study_dir.resolve() / 'study.db'}"
+    return f"sqlite:///{study_dir.resolve() / L.STUDY_DB}"
 
 
 def is_sqlite(url: str) -> bool:

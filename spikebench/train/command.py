@@ -17,6 +17,7 @@ from typing import Any
 
 from spikebench import config as cfgmod
 from spikebench.errors import UserError
+from spikebench.study import layout as L
 
 
 def run_train(args: argparse.Namespace, *, check_metrics: Callable[[], None],
@@ -30,9 +31,9 @@ def run_train(args: argparse.Namespace, *, check_metrics: Callable[[], None],
             raise UserError(f"--resume {args.resume}: resumes the run's own config.json; "
                             "give no config file and no --set")
         run_dir = Path(args.resume)
-        if not (run_dir / "config.json").is_file():
+        if not (run_dir / L.CONFIG_JSON).is_file():
             raise UserError(f"--resume {args.resume}: not a run folder (no config.json)")
-        args.config = str(run_dir / "config.json")
+        args.config = str(run_dir / L.CONFIG_JSON)
     cfg = cfgmod.load(args.config, args.overrides)
     from spikebench.train.loop import train
     from spikebench.train.setup import describe_memory, preflight
