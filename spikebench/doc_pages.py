@@ -73,7 +73,8 @@ def _first_sentence(doc: str | None) -> str:
     if not doc:
         return ""
     para = " ".join(doc.strip().split("\n\n")[0].split())
-    para = re.sub(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`", r"`\1`", para)
+    para = re.sub(r":[a-z]+:`(~?)([^`]+)`",  # ~ shows the last name only, as Sphinx does
+                  lambda m: f"`{m.group(2).split('.')[-1] if m.group(1) else m.group(2)}`", para)
     para = para.replace("``", "`")
     m = re.match(r"(.+?(?<!e\.g)(?<!i\.e)\.)(\s|$)", para)
     text = (m.group(1) if m else para).rstrip(":;,")
@@ -199,7 +200,11 @@ another's `_private` names, and which package may import which.
         parts.append(f"\n## `{name}`\n\n{_first_sentence(mod.__doc__)}\n\n")
         exported = getattr(mod, "__all__", None)
         if not exported:
-            parts.append("Exports nothing (no `__all__`): its modules serve the commands.\n")
+            folder = ROOT.joinpath(*name.split("."))
+            inner = sorted(f"`{name}.{p.stem}`" for p in folder.glob("*.py")
+                           if p.name != "__init__.py")
+            parts.append("No `__all__`: the package itself exports nothing; its modules are "
+                         + ", ".join(inner) + " (see the package's docstring).\n")
             continue
         parts.append("| name | kind | what it is |\n|---|---|---|\n")
         for attr in sorted(exported, key=str.lower):
