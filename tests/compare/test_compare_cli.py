@@ -43,7 +43,7 @@ def test_compare_writes_the_report_and_the_study(runs, tmp_path, capsys):
     assert "| null    | null (baseline) | 3, 3, 3, 3, 3, 3" in md
     assert "| 1.0     | 1.0 (recipe)    | 1, 1, 1, 1, 1, 1" in md
     # The clipped runs descend faster: 400 -> 300 steps to the target, -25%, on 6 seeds.
-    assert "Baseline → recipe: 400 → 300 (-25%) over 6 matched seeds" in md
+    assert "Baseline → recipe: 400 → 300 (-25.0%) over 6 matched seeds" in md
     assert "lightning_logs/version_0" in md and "lightning-csv" in md
     assert "null (baseline)" in html and "<img" in html
     assert _tree(runs) == before  # the runs are read, never written

@@ -35,8 +35,11 @@ class SummaryInfo(Info):
 def _sentence(r: dict[str, Any]) -> str:
     fmt = pct if r["key"] == "success" else num
     change = r["relative"]["value"]
-    measured = (f"{fmt(r['baseline'])} → {fmt(r['recipe'])} "
-                f"({pct(change, sign=True) if change is not None else 'no change measurable'})")
+    # The interval as the claims table prints it, so the verdict can be checked here too
+    # (where there is none, the reason after the verdict says why).
+    shown = ("no change measurable" if change is None else claims.change_text(r)
+             if r["relative"].get("lo") is not None else claims.exact_pct(change, (0.0,)))
+    measured = f"{fmt(r['baseline'])} → {fmt(r['recipe'])} ({shown})"
     over = (f"{r['n_pairs']} matched seeds" if r.get("paired", True) else
             f"{r['n_pairs']} and {r.get('n_baseline')} runs, unpaired")
     return (f"{r['claim']} ({r['metric']}): {r['verdict']}. Baseline → recipe: {measured} "
