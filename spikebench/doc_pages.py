@@ -199,12 +199,10 @@ another's `_private` names, and which package may import which.
         mod = importlib.import_module(name)
         parts.append(f"\n## `{name}`\n\n{_first_sentence(mod.__doc__)}\n\n")
         exported = getattr(mod, "__all__", None)
-        if not exported:
-            folder = ROOT.joinpath(*name.split("."))
-            inner = sorted(f"`{name}.{p.stem}`" for p in folder.glob("*.py")
-                           if p.name != "__init__.py")
+        if not exported:  # its modules: on the layout, which lists them from the tree
             parts.append("No `__all__`: the package itself exports nothing; its modules are "
-                         + ", ".join(inner) + " (see the package's docstring).\n")
+                         "listed on [Development](development.md#layout) and named in its "
+                         "docstring.\n")
             continue
         parts.append("| name | kind | what it is |\n|---|---|---|\n")
         for attr in sorted(exported, key=str.lower):
