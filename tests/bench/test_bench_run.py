@@ -263,13 +263,13 @@ DAMAGED_BASELINES = [
 
 @pytest.mark.parametrize("path, value, expect", DAMAGED_BASELINES)
 def test_every_value_of_a_baseline_is_checked(tmp_path, path, value, expect):
-    from spikebench.bench.run import _read_baseline
+    from spikebench.bench.baseline import read_baseline
     from spikebench.errors import UserError
 
     f = tmp_path / "b.json"
     f.write_text(json.dumps(_damaged(path, value)))
     with pytest.raises(UserError) as e:
-        _read_baseline(f)
+        read_baseline(f)
     assert expect in str(e.value) and "\n" not in str(e.value), str(e.value)
     assert "not a bench baseline of format 1" in str(e.value)
 
@@ -284,28 +284,28 @@ def test_every_value_of_a_baseline_is_checked(tmp_path, path, value, expect):
     ("\xff\xfe", "not valid JSON"),
 ])
 def test_a_baseline_file_that_is_nested_huge_or_not_json(tmp_path, text, expect):
-    from spikebench.bench.run import _read_baseline
+    from spikebench.bench.baseline import read_baseline
     from spikebench.errors import UserError
 
     f = tmp_path / "b.json"
     f.write_bytes(text.encode("utf-8", "surrogateescape") if text != "\xff\xfe"
                   else b"\xff\xfe")
     with pytest.raises(UserError) as e:
-        _read_baseline(f)
+        read_baseline(f)
     assert expect in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_a_good_baseline_is_read_and_a_fifo_is_refused_without_blocking(tmp_path):
-    from spikebench.bench.run import _read_baseline
+    from spikebench.bench.baseline import read_baseline
     from spikebench.errors import UserError
 
     f = tmp_path / "b.json"
     f.write_text(json.dumps(GOOD))
-    assert _read_baseline(f) == GOOD
+    assert read_baseline(f) == GOOD
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     with pytest.raises(UserError, match="is a FIFO"):
-        _read_baseline(fifo)
+        read_baseline(fifo)
 
 
 @pytest.mark.parametrize("bench, expect", [
