@@ -41,25 +41,22 @@ _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", metavar="URL", default=os.environ.get(STORAGE_ENV),
-                   help=f"the study's storage, e.g. postgresql://user:pass@host/db "
-                        f"(default: ${STORAGE_ENV})")
+                   help=f"the study's storage URL (default: ${STORAGE_ENV})")
     p.add_argument("--study", required=True, help="study name (its sweep file's study.name)")
     p.add_argument("--workers", type=int, required=True, metavar="N",
                    help="array tasks, one worker each")
     p.add_argument("--parallel", type=int, metavar="P",
                    help="at most P tasks running at once (--array=0-(N-1)%%P)")
     p.add_argument("--gpus", type=int, metavar="K",
-                   help="GPUs per worker, --gres=gpu:K (default: the study's train.nproc; "
-                        "0: none, CPU only)")
+                   help="GPUs per worker, --gres=gpu:K (default: the study's; 0: CPU only)")
     p.add_argument("--cpus", type=int, metavar="C", help="--cpus-per-task (default: Slurm's)")
     p.add_argument("--partition", help="Slurm partition (default: Slurm's default)")
-    p.add_argument("--time", metavar="LIMIT", help="time limit per task, as sbatch takes it "
-                   "(minutes, HH:MM:SS, D-HH:MM...; default: the partition's)")
+    p.add_argument("--time", metavar="LIMIT",
+                   help="time limit per task: minutes, HH:MM:SS, D-HH:MM... (sbatch's)")
     p.add_argument("--grace", type=int, default=120, metavar="S",
-                   help="seconds before the time limit the worker is told to stop "
-                        "(default: 120)")
+                   help="seconds before the time limit the worker stops (default: 120)")
     p.add_argument("--no-requeue", action="store_true",
-                   help="do not requeue a task stopped by its time limit (nor on preemption)")
+                   help="a task stopped near its time limit is not requeued")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                    help="another #SBATCH line, e.g. --sbatch=--account=lm (repeatable)")
     p.add_argument("--results", default="results",
@@ -67,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="script and task logs (default: RESULTS/<study>/slurm)")
     p.add_argument("--script-only", action="store_true",
-                   help="write the script and say how to submit it; submit nothing")
+                   help="write the script, submit nothing")
 
 
 @dataclass
@@ -117,15 +114,15 @@ def render(job: Job) -> str:
     requeue = ('trap \'requeue=1; kill -TERM "$worker" 2>/dev/null\' USR1\n'
                if job.requeue else "")
     return f"""#!/bin/bash
-# Workers of spikebench study {job.study!r}: written by `spikebench slurm` (spikebench
-# {__version__}). Each of the {job.workers} array tasks runs one `spikebench worker`, which
-# takes the study's trials from its storage until the study has them all.
+# Workers of spikebench study {job.study!r}, written by `spikebench slurm` (spikebench {__version__}).
+# Each of the {job.workers} array tasks runs one `spikebench worker`: it takes the study's trials
+# from its storage until the study has them all.
 #
-# The storage URL is not in this file: the job's environment carries it as
-# ${STORAGE_ENV} (spikebench slurm gives it to sbatch; to submit this script by hand,
-# export it first). GPUs: --gres below; Slurm sets CUDA_VISIBLE_DEVICES.
-# Stopping: SIGTERM (scancel, preemption, the time limit) makes the worker give its trial
-# back to the study (retried elsewhere, not counted) and exit. {job.grace} s before the
+# The storage URL is not in this file: it comes in the job's environment as
+# ${STORAGE_ENV} (spikebench slurm hands it to sbatch; to submit this file by hand,
+# export it first). GPUs: --gres below; Slurm sets CUDA_VISIBLE_DEVICES for the task.
+# Stopping: on SIGTERM (scancel, preemption, the time limit) the worker gives its trial
+# back to the study (run again by a worker, not counted) and exits. {job.grace} s before the
 # time limit Slurm sends this shell {warning}.
 {head}
 
