@@ -5,8 +5,8 @@
 For each size: a synthetic study of that many trials x 3 seeds, built with the report
 tests' fixture builder (``tests/report/fixtures.py``: the default sweep's arms and search
 trials, with trial folders and logs), is copied into a real PostgreSQL server on loopback
-(``tests/sweep/pgserver.py``) with each trial's records written as a finished trial writes
-them (:func:`spikebench.study.records.store`). Then ``build_report`` runs from the URL and
+(``tests/sweep/pgserver.py``) with the records a finished trial writes
+(:func:`spikebench.study.records.attributes`) on each trial. Then ``build_report`` runs from the URL and
 study name alone, and its seconds are printed, with seconds per 100 trials (flat: linear
 growth). Building and copying are not timed. No assertion: it is a measurement.
 """
@@ -33,17 +33,21 @@ from spikebench.sweep.studies import make_storage  # noqa: E402
 
 
 def to_postgres(folder: Path, url: str, name: str) -> None:
-    """The folder's study copied into ``url`` as ``name``, each trial with its records."""
-    src = f"sqlite:///{folder / 'study.db'}"
-    [old] = optuna.get_all_study_names(src)
-    optuna.copy_study(from_study_name=old, from_storage=src, to_storage=url,
-                      to_study_name=name)
-    storage = make_storage(url)
+    """The folder's study copied into ``url`` as ``name``, each trial with the records a
+    finished trial leaves (:func:`records.attributes`), added as it was."""
+    src = optuna.load_study(study_name=optuna.get_all_study_names(
+        f"sqlite:///{folder / 'study.db'}")[0], storage=f"sqlite:///{folder / 'study.db'}")
+    dst = optuna.create_study(storage=make_storage(url), study_name=name,
+                              directions=src.directions)
+    for k, v in src.user_attrs.items():
+        dst.set_user_attr(k, v)
     layout = StudyLayout(folder)
-    study = optuna.load_study(study_name=name, storage=storage)
-    for t in study.get_trials(deepcopy=False):
+    trials = []
+    for t in src.get_trials():
         if layout.trial(t.number).is_dir():
-            records.store(storage, t._trial_id, layout.trial(t.number))
+            t.system_attrs = {**t.system_attrs, **records.attributes(layout.trial(t.number))}
+        trials.append(t)
+    dst.add_trials(trials)
 
 
 def main(argv: list[str] | None = None) -> int:

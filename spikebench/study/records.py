@@ -124,10 +124,15 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def attributes(trial_dir: Path, full_logs: dict[int, str] | None = None) -> dict[str, Any]:
+    """The system attributes that hold the records of ``trial_dir``, JSON-safe, chunked."""
+    return chunked(_finite(build(trial_dir, full_logs)))
+
+
 def store(storage: Any, trial_id: int, trial_dir: Path,
           full_logs: dict[int, str] | None = None) -> None:
     """Write the records of ``trial_dir`` to the trial ``trial_id`` of ``storage``."""
-    for key, value in chunked(_finite(build(trial_dir, full_logs))).items():
+    for key, value in attributes(trial_dir, full_logs).items():
         storage.set_trial_system_attr(trial_id, key, value)
 
 
