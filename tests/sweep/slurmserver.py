@@ -10,8 +10,9 @@ Afterwards it cancels what is left, stops the daemons and deletes the folder.
 The node offers 8 CPUs whatever this machine has (``SlurmdParameters=config_overrides``),
 so an array of a few one-CPU tasks runs at once on a 2-core runner, and ``gpus`` fake GPUs
 (gres.conf ``File=`` links to /dev/null: ``--gres=gpu:1`` sets ``CUDA_VISIBLE_DEVICES``).
-``AuthInfo=cred_expire=5`` (with 2 a requeued job never started again) and a scheduler pass every second
-or two let a requeued job start again in about 6 s instead of 2 minutes.
+``AuthInfo=cred_expire=5`` (with 2 or 3 a requeued job still waited over a minute) and a
+scheduler pass every second or two let a requeued job start again in about 6 s instead of
+2 minutes.
 
 Where the packages are missing or this is not root, the test is skipped, except in CI
 (``CI`` set), where that is a broken setup and fails (:func:`pgserver.unavailable`).

@@ -6,6 +6,7 @@ no trial counted twice; refusals are one line, exit 2, nothing submitted."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -100,8 +101,11 @@ def submitted(done: subprocess.CompletedProcess) -> str:
     return re.search(r"submitted job (\d+)", done.stdout).group(1)
 
 
+storage = functools.cache(make_storage)  # one engine per server for the test's many looks
+
+
 def trials(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name=name, storage=make_storage(url)).get_trials()
+    return optuna.load_study(study_name=name, storage=storage(url)).get_trials()
 
 
 def assert_exactly_once(url: str, name: str, arms: int) -> list[optuna.trial.FrozenTrial]:
@@ -110,13 +114,13 @@ def assert_exactly_once(url: str, name: str, arms: int) -> list[optuna.trial.Fro
     per_arm = Counter(t.user_attrs["arm"] for t in ts if t.state == TrialState.COMPLETE)
     assert len(per_arm) == arms and set(per_arm.values()) == {1}, per_arm
     assert not [t for t in ts if not t.state.is_finished()]
-    study = optuna.load_study(study_name=name, storage=make_storage(url))
+    study = optuna.load_study(study_name=name, storage=storage(url))
     assert count_done(study) == study.user_attrs["target_trials"] == arms
     return ts
 
 
 def test_a_job_array_runs_the_study_to_its_end_one_gpu_each(cluster, pg_url, tmp_path):
-    arms = make_study(tmp_path, pg_url, "array", arms=4, seeds=[0])
+    arms = make_study(tmp_path, pg_url, "array", arms=3, seeds=[0])
     results = tmp_path / "results"
     done = slurm(cluster, pg_url, "--study", "array", "--workers", "3", "--gpus", "1",
                  "--results", str(results), "--time", "10", "--grace", "30")
@@ -136,14 +140,18 @@ def test_a_job_array_runs_the_study_to_its_end_one_gpu_each(cluster, pg_url, tmp
     assert all("worker done" in p.read_text() for p in logs)
 
 
-def _running_trial(url: str, name: str, results: Path, timeout: float = 60) -> Path:
-    """The folder of the trial running now, once its seed 0 is done and seed 1 under way."""
+def _running_trial(url: str, name: str, results: Path, timeout: float = 60,
+                   not_in: tuple[Path, ...] = ()) -> Path:
+    """The folder of the trial running now, once its seed 0 is done and seed 1 under way
+    (looked for on disk, then asked of the storage)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for t in trials(url, name):
-            folder = results / name / L.TRIALS / L.trial_name(t.number)
-            if (t.state == TrialState.RUNNING and (folder / "seed-0" / L.SUMMARY_JSON).is_file()
-                    and (folder / "seed-1" / "log.csv").is_file()):
+        for log in (results / name / L.TRIALS).glob(f"*/{L.seed_name(1)}/log.csv"):
+            folder = log.parent.parent
+            if folder in not_in or not (folder / L.seed_name(0) / L.SUMMARY_JSON).is_file():
+                continue
+            state = {t.number: t.state for t in trials(url, name)}.get(int(folder.name))
+            if state == TrialState.RUNNING:
                 return folder
         time.sleep(0.2)
     raise TimeoutError(f"no trial of {name!r} reached its second seed in {timeout:.0f} s")
@@ -191,7 +199,7 @@ def test_a_stopped_task_gives_its_trial_back_and_its_requeue_finishes(cluster, p
 
     # Then SIGTERM, as scancel or a preemption sends it: the trial is given back, the task
     # ends; `scontrol requeue` runs it again and it finishes the study.
-    second = _running_trial(pg_url, "pre", results)
+    second = _running_trial(pg_url, "pre", results, not_in=(first,))
     cluster.run("scancel", "--batch", "--signal=TERM", job)
     cluster.wait(job, lambda s: set(s.values()) <= {"COMPLETED", "FAILED"}, 30, "task ended")
     _given_back(pg_url, "pre", second)
