@@ -8,6 +8,7 @@ write the study and its report (:func:`spikebench.compare.plan`, then
 from __future__ import annotations
 
 import argparse
+import sys
 
 from spikebench.errors import UserError
 
@@ -16,12 +17,20 @@ def run_compare(args: argparse.Namespace) -> int:
     """``spikebench compare PATH...`` as the command line parsed it: read every path's runs,
     plan the comparison, write its study and report, say where; the exit code."""
     from spikebench.compare import plan, write
-    from spikebench.runs import read_runs
+    from spikebench.runs.discover import discover
 
     sources = {}
     for path in dict.fromkeys(args.paths):
-        sources[path] = read_runs(path, step=args.step, metric=args.metric,
-                                  grad_metric=args.grad_metric)
+        found = discover(path, step=args.step, metric=args.metric, grad_metric=args.grad_metric)
+        sources[path] = found.runs
+        # What was not read, and how a run was read where that needed a choice (repeated
+        # steps, a resumed TensorBoard run): a group's size and values never change unsaid.
+        for line in found.skipped:
+            print(f"spikebench compare: note: skipped {line}", file=sys.stderr)
+        for run in found.runs:
+            if run.note:
+                print(f"spikebench compare: note: {path}: {run.name}: {run.note}",
+                      file=sys.stderr)
     chosen = plan(sources, out=args.out, groups=args.group, by=args.by,
                   baseline=args.baseline, recipe=args.recipe, target_loss=args.target_loss,
                   max_step=args.max_step, unpaired=args.unpaired, detector=args.detector,

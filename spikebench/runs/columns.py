@@ -107,8 +107,9 @@ def pick_step(where: str, cols: Sequence[str], explicit: str | None = None,
     if wandb:
         return wandb[0], ""
     raise MissingColumn(f"{where}: no step {what} (looked for "
-                    f"{', '.join((*STEP_NAMES, WANDB_STEP))}; found {_listed(list(cols))}); "
-                    "use --step NAME")
+                        f"{', '.join((*STEP_NAMES, WANDB_STEP))}; found {_listed(list(cols))}); "
+                        + ("the header reads as one column: only ',' and tab (.tsv) separate "
+                           "columns" if len(cols) == 1 and ";" in cols[0] else "use --step NAME"))
 
 
 def pick_loss(where: str, cols: Sequence[str], explicit: str | None = None,

@@ -179,3 +179,23 @@ def test_a_cut_error_ends_at_a_word():
            "'tb'")
     assert clip(msg).endswith("nor its log…") and len(clip(msg)) <= 80
     assert clip("short") == "short"
+
+
+def test_compare_names_what_it_did_not_read(tmp_path, capsys):
+    # Issue 45: a ';'-separated CSV, a results table and repeated steps changed a group
+    # unsaid.
+    for group in ("a", "b"):
+        for seed in (0, 1):
+            rows = [{"step": s, "loss": 3 - s / 100 + seed / 10} for s in range(60)]
+            if group == "a" and seed == 0:
+                rows.insert(30, {"step": 10, "loss": 2.95})  # a restart logs step 10 again
+            (tmp_path / group).mkdir(exist_ok=True)
+            (tmp_path / group / f"s{seed}.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "a" / "semi.csv").write_text("step;loss\n1;2.0\n")
+    (tmp_path / "a" / "results.csv").write_text("arm,final\nx,1\n")
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                 "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "semi.csv (no step column" in err and "results.csv" in err
+    assert "s0.jsonl: 1 step(s) logged more than once" in err
