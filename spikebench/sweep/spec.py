@@ -478,8 +478,10 @@ def _parse_trainer(path: str, table: dict[str, Any]) -> dict[str, Any]:
         raise _err(path, "trainer.eval_every", eval_every,
                    f"must be an integer in [1, {steps}] (how often the trainer validates)")
     log = table.get("log", "")
-    if not isinstance(log, str) or (log and (log.startswith("/") or ".." in log.split("/"))):
-        raise _err(path, "trainer.log", log, "must be a file name relative to the run folder")
+    if not isinstance(log, str) or (log and (log.startswith("/") or ".." in log.split("/")
+                                              or "\0" in log or not log.strip("./"))):
+        raise _err(path, "trainer.log", log, "must be the name of a file or folder inside the "
+                   "run folder (relative to it, not the run folder itself)")
     env = table.get("env", {})
     if not isinstance(env, dict) or not all(
             isinstance(v, str | int | float) and not isinstance(v, bool) for v in env.values()):
