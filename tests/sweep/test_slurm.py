@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -214,6 +215,29 @@ def test_a_stopped_task_gives_its_trial_back_and_its_requeue_finishes(cluster, p
     # The results folder is shared: the retry took over the seed its first try finished.
     done = {t.number: t for t in ts}[retry.number]
     assert done.state == TrialState.COMPLETE and "0" in done.user_attrs["carried_over"]
+
+
+def test_a_worker_sent_sigterm_mid_trial_gives_it_back_without_slurm(pg_url, tmp_path):
+    # What a task's worker does, seen without Slurm: the same path, the same records.
+    make_study(tmp_path, pg_url, "term", arms=1, seeds=[0, 1], seconds=30.0)
+    results = tmp_path / "results"
+    with open(tmp_path / "stderr.log", "w") as err:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "spikebench", "worker", "--study", "term", "--results",
+             str(results)], env={**os.environ, "SPIKEBENCH_STORAGE": pg_url,
+                                 "OMP_NUM_THREADS": "1"}, stderr=err)
+        try:
+            folder = _running_trial(pg_url, "term", results)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 130
+        finally:
+            worker.kill()
+    assert "given back to the study: this worker was stopped" in (
+        tmp_path / "stderr.log").read_text()
+    retry = _given_back(pg_url, "term", folder)
+    assert retry.state == TrialState.WAITING and not _processes_in(folder)
+    study = optuna.load_study(study_name="term", storage=storage(pg_url))
+    assert count_done(study) == 0  # nothing counted: the retry is the trial
 
 
 # --- refusals: one line, exit 2, nothing submitted -----------------------------------------
