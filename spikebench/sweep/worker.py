@@ -106,6 +106,7 @@ def run_worker(url: str, study_name: str, *, results: str | Path = "results",
             kill_children()
             try:
                 give_back(study, spec, trial, "its worker was interrupted", retry=False)
+                log(f"trial #{trial.number} given back to the study: this worker was stopped")
             except Exception:  # noqa: BLE001 - left RUNNING: retried once its heartbeat is stale
                 pass
             raise
