@@ -49,7 +49,7 @@ _LAYOUT_BLOCK = re.compile(r"(<!-- layout -->\n)(.*?)(<!-- end layout -->)", re.
 # is gone.
 FOLDERS = {
     ".ci": "what CI runs: `.ci/run` (install, `make test`, `make mutations`) and "
-           "`.ci/setup-services` (PostgreSQL, Chromium, Prometheus)",
+           "`.ci/setup-services` (PostgreSQL, Chromium, Prometheus, Slurm)",
     "benchmarks": "the regression suites (`suites/*.toml`) and their baselines "
                   "(`baselines/*.json`) for `make bench`; the measurement scripts every "
                   "figure in these pages comes from",
