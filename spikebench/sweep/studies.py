@@ -95,7 +95,12 @@ def check_storage(url: str) -> None:
 
 def make_storage(url: str, *, heartbeat: bool = False) -> optuna.storages.BaseStorage:
     """An RDB storage for ``url``; with ``heartbeat``, stale trials of dead workers are failed
-    after a grace period and retried (up to twice) by whichever worker sees them first."""
+    after a grace period and retried (up to twice) by whichever worker sees them first.
+    ``grpc://host:port``: a client of the storage proxy (:mod:`.proxy`)."""
+    if url.startswith("grpc://"):
+        from spikebench.sweep.proxy import open_proxy
+
+        return open_proxy(url, heartbeat=heartbeat)
     check_storage(url)
     kwargs: dict[str, Any] = {}
     if heartbeat:

@@ -101,6 +101,7 @@ class Outcome:
     storage_done: int
     target: int
     left: dict  # state name -> trials neither finished nor failed
+    timed_out: bool = False
     crashed: list[str] = field(default_factory=list)  # workers that died on their own
 
     @property
@@ -114,6 +115,7 @@ class Outcome:
         out += [f"left {self.left}"] if self.left else []
         out += [f"worker died on its own: {c}" for c in self.crashed]
         out += ["the database was not restarted"] if not self.restarted else []
+        out += [f"not drained after {self.drain_s:.0f} s"] if self.timed_out else []
         return out
 
 
@@ -127,14 +129,16 @@ def _stat(url: str) -> tuple[int, int]:
 
 
 def run_chaos(url: str, folder: Path, name: str, *, workers: int,
-              kill_every_s: float | None = None, kill_at: tuple[int, ...] = (),
+              kill_every_s: float | None = None, max_kills: int = 10**6,
+              kill_at: tuple[int, ...] = (),
               restart_at: float = 0.4, limit_s: float = 600, seed: int = 0,
-              log=print) -> Outcome:
-    """Run ``workers`` workers until the study drains. One random worker is killed
-    (SIGKILL) and replaced every ``kill_every_s`` seconds, and once as the number of
-    finished trials reaches each of ``kill_at`` (chaos paced by progress, whatever the
-    machine's speed); once ``restart_at`` of the target is done the server restarts
-    (``pg_ctl restart -m fast``). Kills stop once the target is reached."""
+              worker_url: str | None = None, log=print) -> Outcome:
+    """Run ``workers`` workers until the study drains. A random worker in the middle of a
+    trial is killed (SIGKILL) and replaced every ``kill_every_s`` seconds (``max_kills`` in
+    all), and once as the number of finished trials reaches each of ``kill_at`` (chaos
+    paced by progress, whatever the machine's speed); once ``restart_at`` of the target is
+    done the server restarts (``pg_ctl restart -m fast``). Kills stop once the target is
+    reached. ``worker_url``: the storage the workers take (a gRPC proxy before ``url``)."""
     rng = random.Random(seed)
     storage = make_storage(url)
     study = optuna.load_study(study_name=name, storage=storage)
@@ -151,7 +155,8 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
         out.mkdir()
         with open(out / "stderr.log", "w") as err:
             procs[k] = subprocess.Popen(
-                spikebench("worker", "--storage", url, "--study", name, "--results", str(out)),
+                spikebench("worker", "--storage", worker_url or url, "--study", name,
+                           "--results", str(out)),
                 cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=err)
 
     _, xacts0 = _stat(url)
@@ -159,11 +164,13 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
     for _ in range(workers):
         start()
     peak, restarted, kills, next_kill = 0, False, 0, began + (kill_every_s or 0)
+    timed_out = False
     try:
         while True:
             now = time.monotonic()
             if now - began > limit_s:
-                raise TimeoutError(f"the study did not drain in {limit_s:.0f} s")
+                timed_out = True
+                break
             try:
                 conns, _ = _stat(url)
                 peak = max(peak, conns)
@@ -176,14 +183,17 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                 restart(url, "fast")
                 restarted = True
             alive = [k for k, p in procs.items() if p.poll() is None]
-            due = kill_every_s is not None and now >= next_kill
-            if kill_at and done >= kill_at[0]:
-                kill_at, due = kill_at[1:], True
-            if done < target and due and alive:
-                # A worker in the middle of a trial (its folder has no result yet), if any.
-                busy = [k for k in alive if any(not (d / "result.json").exists() for d in (
-                    folder / f"w{k:03d}" / name / "trials").glob("*"))]
-                victim = rng.choice(busy or alive)
+            due = kill_every_s is not None and now >= next_kill and kills < max_kills
+            due |= bool(kill_at) and done >= kill_at[0]
+            # Only a worker in the middle of a trial (its folder has no result yet): a kill
+            # must cost a trial, else it tests nothing. None: the kill waits for one.
+            busy = [k for k in alive if done < target and due and any(
+                not (d / "result.json").exists()
+                for d in (folder / f"w{k:03d}" / name / "trials").glob("*"))]
+            if busy:
+                if kill_at and done >= kill_at[0]:
+                    kill_at = kill_at[1:]
+                victim = rng.choice(busy)
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait()
                 killed.add(victim)
@@ -195,10 +205,11 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
             time.sleep(0.5)
         drain = time.monotonic() - began
     finally:
-        for p in procs.values():
-            if p.poll() is None:
+        for k, p in procs.items():
+            if p.poll() is None:  # still running at the end (timed out): not a crash
                 p.kill()
                 p.wait()
+                killed.add(k)
     _, xacts1 = _stat(url)
     trials = study.get_trials(deepcopy=False)
     per_arm = Counter(t.user_attrs.get("arm") for t in trials if t.state == TrialState.COMPLETE)
@@ -210,4 +221,4 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                    transactions=xacts1 - xacts0, trials=len(trials),
                    per_arm=per_arm, arms=len(load_spec(study).arms),
                    storage_done=count_done(study, trials), target=target, left=dict(left),
-                   crashed=crashed)
+                   crashed=crashed, timed_out=timed_out)
