@@ -190,6 +190,10 @@ def discover(path: str | Path, *, step: str | None = None, metric: str | None = 
             found.single = d == root and len(runs) == 1
             subdirs = [s for s in subdirs if s not in claimed]
             own = {e.name for e in entries if tensorboard.is_event_file(e.name)}
+        if fmt is None and "hparams.yaml" in {e.name for e in entries} and not any(
+                e.name.lower().endswith(LOG_SUFFIXES) or "tfevents" in e.name for e in entries):
+            found.skipped.append(f"{d} (hparams.yaml and no log: a Lightning version folder "
+                                 "without its metrics.csv?)")
         for e in entries:
             if e.name.startswith(".") or e.name in own or not (
                     e.name.lower().endswith(LOG_SUFFIXES) or tensorboard.is_event_file(e.name)):

@@ -151,6 +151,27 @@ def merge(files: list[tuple[str, dict[str, list[tuple[int, float]]]]]
     return {tag: sorted(points.items()) for tag, points in merged.items()}, "; ".join(notes)
 
 
+def damage(path: Path) -> str:
+    """Where an event file stops being a sequence of whole records (TensorBoard reads the
+    rest as the end of the file), or "" where it is whole. Only the framing is checked
+    (each record's 8-byte length), not the checksums."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            at = 0
+            while at < size:
+                head = f.read(8)
+                n = int.from_bytes(head, "little") if len(head) == 8 else -1
+                if n < 0 or at + 16 + n > size:
+                    return (f"{path.name} is cut or damaged at byte {at:,} of {size:,}: read "
+                            "to the last whole record")
+                at += 16 + n
+                f.seek(at)
+    except OSError:
+        return ""
+    return ""
+
+
 def _event_files(folder: Path) -> list[Path]:
     try:
         return sorted(p for p in folder.iterdir() if is_event_file(p.name) and p.is_file())
@@ -171,6 +192,9 @@ def read(path: Path, *, name: str, step: str | None = None, metric: str | None =
         hparams = {k: v for _, _, h in loaded for k, v in h.items()}
     else:
         (series, hparams), note = load(path), ""
+    cut = "; ".join(filter(None, map(damage, files or ([path] if path.is_file() else
+                                                          _event_files(path)))))
+    note = "; ".join(filter(None, (note, cut)))
     claimed = []
     if path.is_dir():
         for sub in _event_folders(path):

@@ -174,7 +174,12 @@ class LiveLog:
 
     def close(self) -> None:
         """Close the live run's log unfinished (the whole log is scored next)."""
-        if self.run is not None:
+        if self.run is None:
+            return
+        abandon = getattr(self.run, "abandon", None)  # frees the folder for the scoring
+        if abandon is not None:
+            abandon()
+        else:
             self.run._log._f.close()
 
 

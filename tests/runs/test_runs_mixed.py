@@ -199,3 +199,21 @@ def test_compare_names_what_it_did_not_read(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "skipped" in err and "semi.csv (no step column" in err and "results.csv" in err
     assert "s0.jsonl: 1 step(s) logged more than once" in err
+
+
+def test_a_damaged_event_file_and_a_version_without_its_log_are_said(tmp_path):
+    # Issue 45: a damaged TensorBoard file ended its run early unsaid; a Lightning version
+    # folder without metrics.csv was passed over unsaid.
+    pytest.importorskip("tensorboard")
+    d = tmp_path / "runs"
+    _tb(d / "tb", [(s, 3 - s / 100) for s in range(200)])
+    f = next((d / "tb").glob("*tfevents*"))
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 8] = b"\xff" * 8
+    f.write_bytes(bytes(data))
+    (d / "version_1").mkdir()
+    (d / "version_1" / "hparams.yaml").write_text("lr: 0.1\n")
+    found = discover(d)
+    (run,) = found.runs
+    assert len(run.records) < 200 and "cut or damaged at byte" in run.note
+    assert any("version_1 (hparams.yaml and no log" in s for s in found.skipped)
