@@ -209,9 +209,10 @@ class Tail:
     def _whole(self, final: bool) -> dict[int, dict[str, Any]]:
         from spikebench.runs import read_runs
 
-        if not final and time.monotonic() - self.read_at < REREAD_S:
+        if not final and time.monotonic() < self.read_at:
             return {}
-        self.read_at = time.monotonic()
+        start = time.monotonic()
+        self.read_at = start + REREAD_S
         seen = self._signature()
         if not seen or (seen == self.seen and not final):
             return {}
@@ -220,6 +221,8 @@ class Tail:
             runs = read_runs(self.lines.where(), **self.opts)
         except UserError:
             return {}
+        finally:  # a log slow to read is read less often: at most a fifth of the time
+            self.read_at = max(self.read_at, time.monotonic() + 4 * (time.monotonic() - start))
         if len(runs) != 1:
             return {}
         start = self.held[M.STEP] if self.held is not None else self.last + 1
