@@ -8,7 +8,8 @@ import pytest
     (["sweep", "--jobs", "x"], "argument --jobs: 'x': must be an integer >= 0"),
     (["nope"], "invalid choice: 'nope'"),
     (["train", "--bogus"], "unrecognized arguments: --bogus"),
-    (["worker", "--study", "s"], "the following arguments are required: --storage"),
+    (["worker", "--study", "s"], "--storage: missing; give the study's storage URL or set "
+                                 "SPIKEBENCH_STORAGE"),
     (["train", "missing.toml"], "config file 'missing.toml': not found"),
     (["sweep", "missing.toml"], "sweep file 'missing.toml': not found"),
     # --dry-run refuses what the run would refuse before reading any data.
