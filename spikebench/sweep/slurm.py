@@ -241,6 +241,11 @@ def submit(script: Path, url: str) -> str:
 
 def run_slurm(args: argparse.Namespace, log=print) -> int:
     _checked(args)
+    results = Path(args.results).resolve()
+    out = Path(args.out).resolve() if args.out else results / args.study / "slurm"
+    if any(c.isspace() for c in str(out)):  # sbatch splits an #SBATCH line at blanks
+        raise UserError(f"--out {str(out)!r}: the task logs' folder may hold no blank "
+                        "(it goes on an #SBATCH --output line); give --out")
     if args.storage is None:
         raise UserError(f"--storage: missing; give the study's storage URL or set "
                         f"{STORAGE_ENV}")
@@ -251,8 +256,6 @@ def run_slurm(args: argparse.Namespace, log=print) -> int:
     if done >= target:
         log(f"study {args.study!r} has all its {target} trials; nothing submitted")
         return 0
-    results = Path(args.results).resolve()
-    out = Path(args.out).resolve() if args.out else results / args.study / "slurm"
     job = Job(study=args.study, results=results, out=out, workers=args.workers,
               gpus=gpus if args.gpus is None else args.gpus, parallel=args.parallel,
               cpus=args.cpus, partition=args.partition, time=args.time, grace=args.grace,

@@ -265,6 +265,8 @@ def test_options_are_checked_before_anything_opens(capsys):
                                                "--grace", "60")
     assert "--sbatch 'account'" in _refused(capsys, *base, "--workers", "1", "--sbatch",
                                             "account")
+    spaced = ["--results", "/tmp/with space", "--script-only"]
+    assert "may hold no blank" in _refused(capsys, *base, "--workers", "1", *spaced)
 
 
 def test_bad_storage_study_or_job_is_refused_before_submitting(cluster, pg_url, capsys,
