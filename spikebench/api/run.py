@@ -10,15 +10,18 @@ in between), then the rows go to the log and the online spike monitor.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
+import sys
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from spikebench import metrics as M
-from spikebench.api import context
+from spikebench.api import checks, context
 from spikebench.api.decision import Decision, TrialPruned
 from spikebench.errors import UserError
 from spikebench.runio import atomic_write_json
@@ -26,18 +29,14 @@ from spikebench.scoring.run import summarize
 from spikebench.spikes.events import Event
 from spikebench.spikes.monitor import SpikeMonitor
 from spikebench.spikes.reports import Report
-from spikebench.spikes.rules import RULES
 from spikebench.study import layout as L
 from spikebench.train.sinks import JsonlSink, Sink
 
-# Short names a loop may log under, and the metric names every reader uses.
-ALIASES = {"loss": M.TRAIN_LOSS, "train_loss": M.TRAIN_LOSS, "grad_norm": M.GRAD_NORM,
-           "lr": M.LR, "val_loss": M.VAL_LOSS, "tokens": M.TOKENS}
+# The short names a loop may log under (kept here: the integrations import them).
+ALIASES = checks.ALIASES
 STATUSES = ("completed", "diverged", "failed", "pruned")
-
-
-def _is_tensor(v: Any) -> bool:
-    return hasattr(v, "detach") and hasattr(v, "device")
+KILLED = L.PARTIAL + ".killed"  # a killed run's rows, kept aside by the next init
+_is_tensor = checks.is_tensor
 
 
 def _read_back(rows: list[dict[str, Any]]) -> None:
@@ -64,17 +63,17 @@ class Run:
                  sinks: Sequence[Sink] = (), metrics_port: int | None = None,
                  device: Any = None, out_dir: str | Path = "results/runs"):
         ctx = context.from_env()
+        a = checks.init_args({
+            "params": params, "seed": ctx.seed if ctx.seed is not None else seed,
+            "run_dir": ctx.run_dir or run_dir, "detector": ctx.detector or detector,
+            "gap": ctx.gap if ctx.gap is not None else gap,
+            "target_loss": ctx.target_loss if ctx.target_loss is not None else target_loss,
+            "sync_every": sync_every, "sinks": sinks, "out_dir": out_dir,
+            "metrics_port": ctx.metrics_port if metrics_port is None else metrics_port})
         self.params: dict[str, Any] = {**(params or {}), **ctx.params}
-        self.seed = ctx.seed if ctx.seed is not None else (0 if seed is None else int(seed))
-        self.detector = ctx.detector or detector
-        self.gap = ctx.gap if ctx.gap is not None else gap
-        self.target_loss = ctx.target_loss if ctx.target_loss is not None else target_loss
-        if self.detector not in RULES:
-            raise UserError(f"detector {self.detector!r}: not a spike rule (allowed: "
-                            + ", ".join(RULES) + ")")
-        if not isinstance(sync_every, int) or sync_every < 1:
-            raise UserError(f"sync_every={sync_every!r}: must be an integer >= 1")
-        self.sync_every = sync_every
+        self.seed = 0 if a["seed"] is None else a["seed"]
+        self.detector, self.gap, self.target_loss = a["detector"], a["gap"], a["target_loss"]
+        self.sync_every = a["sync_every"]
         self.rank = int(os.environ.get("RANK", "0") or 0)
         self._prune_file = ctx.prune_file
         self.dir = Path(ctx.run_dir or run_dir or _new_dir(Path(out_dir), self.seed))
@@ -91,8 +90,7 @@ class Run:
             self._log, self._sinks, self._monitor = None, [], None
             return
         self._monitor = SpikeMonitor(self.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=self.gap)
-        self._start(device, list(sinks), ctx.metrics_port if metrics_port is None
-                    else metrics_port)
+        self._start(device, list(sinks), a["metrics_port"])
 
     def _start(self, device: Any, sinks: list[Sink], port: int | None) -> None:
         from spikebench.runio import environment
@@ -105,18 +103,49 @@ class Run:
         except OSError as e:
             raise UserError(f"run folder {self.dir}: cannot be created ({e.strerror or e})"
                             ) from None
-        atomic_write_json(self.dir / L.CONFIG_JSON, {
-            "trainer": "api", "params": self.params, "seed": self.seed,
-            "spikes": {"detector": self.detector, "gap": self.gap,
-                       "target_loss": self.target_loss}})
-        meta = {"trainer": "api", "environment": environment(device or _device())}
-        atomic_write_json(self.dir / L.META_JSON, meta)
+        self._lock()
+        try:
+            if not os.access(self.dir, os.W_OK):
+                raise PermissionError(13, "Permission denied")
+            _keep_killed_rows(self.dir)
+            atomic_write_json(self.dir / L.CONFIG_JSON, {
+                "trainer": "api", "params": self.params, "seed": self.seed,
+                "spikes": {"detector": self.detector, "gap": self.gap,
+                           "target_loss": self.target_loss}})
+            meta = {"trainer": "api", "environment": environment(device or _device())}
+            atomic_write_json(self.dir / L.META_JSON, meta)
+            self._log = JsonlSink(self.dir / L.METRICS)
+        except OSError as e:
+            self._unlock()
+            raise UserError(f"run folder {self.dir}: cannot be written ({e.strerror or e})"
+                            ) from None
         if port is not None:
             sinks.append(_prometheus(port))
-        self._log = JsonlSink(self.dir / L.METRICS)
         self._sinks = [self._log, *sinks]
         for s in self._sinks:
             s.start({**meta, "run_dir": str(self.dir)})
+
+    def _lock(self) -> None:
+        """One live run per folder, in this process or another: an exclusive ``flock`` on
+        the folder, released by :meth:`finish`, by the run's end as an object, or by its
+        process's end (a killed run holds none)."""
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UserError(f"run folder {self.dir}: another live run writes to it (finish() "
+                            "that one, or give another run_dir)") from None
+        self._unlock = weakref.finalize(self, os.close, fd)
+
+    def abandon(self) -> None:
+        """Leave the run unfinished, as a kill does (its log stays ``.partial`` for a resume
+        from a checkpoint), and free its folder for the next run of it."""
+        if self.rank == 0 and self.status is None and hasattr(self, "_unlock"):
+            self._log.flush()
+            self._log._f.close()
+            self._unlock()
+            self.status = "abandoned"
 
     # ------------------------------------------------------------------ logging
 
@@ -128,15 +157,20 @@ class Run:
         (or a validation loss); decisions about them come then."""
         if self.status is not None:
             raise UserError(f"run {self.dir}: log() after finish()")
-        if isinstance(step, bool) or not isinstance(step, int) or (
-                self._last_step is not None and step <= self._last_step):
+        if type(step) is not int:
+            step = checks.step(step, self._last_step)
+        if self._last_step is not None and step <= self._last_step:
             raise UserError(f"log(step={step!r}): steps must be increasing integers (last "
                             f"{self._last_step})")
-        self._last_step = step
         row: dict[str, Any] = {M.STEP: step}
-        for k, v in {**(metrics or {}), **values}.items():
-            if v is not None:
-                row[ALIASES.get(k, k)] = v
+        if metrics is not None:
+            if not isinstance(metrics, Mapping):
+                raise UserError(f"log(metrics={checks.short(metrics)}): must be a dict of "
+                                "metric names and values")
+            checks.add(row, metrics)
+        if values:
+            checks.add(row, values)
+        self._last_step = step
         if self.rank != 0:
             return Decision.PRUNE if self._pruned() else Decision.CONTINUE
         self._pending.append(row)
@@ -190,10 +224,13 @@ class Run:
 
     # ------------------------------------------------------------------ the end
 
-    def finish(self, status: str | None = None) -> dict[str, Any] | None:
-        """Close the run: ``completed`` unless a loss was non-finite (``diverged``) or
-        ``status`` says otherwise (``failed``, ``pruned``). Writes ``summary.json`` with the
-        scores the built-in loop writes and returns it (None on ranks other than 0)."""
+    def finish(self, status: str | None = None, *, steps: int | None = None
+               ) -> dict[str, Any] | None:
+        """Close the run: ``completed`` unless a loss was non-finite (``diverged``, and then
+        ``completed`` is refused) or ``status`` says otherwise (``failed``, ``pruned``).
+        ``steps``: the steps trained, for a loop whose step numbers start at 0 (the last
+        logged step otherwise). Writes ``summary.json`` with the scores the built-in loop
+        writes and returns it (None on ranks other than 0)."""
         if self.status is not None:
             return self.summary
         if status is not None and status not in STATUSES:
@@ -202,6 +239,9 @@ class Run:
             self.status = status or "completed"
             return None
         self._flush()
+        if status == "completed" and self.diverged_step is not None:
+            raise UserError(f"finish(status='completed'): the loss was not finite at step "
+                            f"{self.diverged_step}; finish() records it as diverged")
         self.status = status or ("diverged" if self.diverged_step is not None else "completed")
         self._monitor.finish()
         evals = [(int(r[M.STEP]), float(r[M.VAL_LOSS])) for r in self._history
@@ -211,7 +251,7 @@ class Run:
         summary = {
             "status": self.status,
             "steps": self.diverged_step if self.diverged_step is not None else (
-                self._last_step or 0),
+                self._last_step or 0) if steps is None else steps,
             "tokens": last.get(M.TOKENS),
             "seconds": last.get(M.ELAPSED_S, time.perf_counter() - self._t0),
             "diverged_step": self.diverged_step,
@@ -229,6 +269,7 @@ class Run:
             s.close(summary)
         atomic_write_json(self.dir / L.SUMMARY_JSON, summary)
         self.summary = summary
+        self._unlock()
         return summary
 
     def __enter__(self) -> Run:
@@ -328,6 +369,26 @@ class Run:
         self._t0 = time.perf_counter() - float(d["elapsed_s"])
 
 
+def _keep_killed_rows(folder: Path) -> None:
+    """A killed run's log (``metrics.jsonl.partial``) is moved aside to
+    ``metrics.jsonl.partial.killed`` (numbered if one is there) rather than overwritten:
+    a new run starts a fresh log, and :meth:`Run.load_state_dict` rewrites it from the
+    checkpoint; the rows past the checkpoint stay in the kept file. Said on stderr."""
+    partial = folder / L.PARTIAL
+    if not partial.exists():
+        return
+    if partial.stat().st_size == 0:
+        partial.unlink()
+        return
+    kept, n = folder / KILLED, 1
+    while kept.exists():
+        n += 1
+        kept = folder / f"{KILLED}.{n}"
+    os.replace(partial, kept)
+    sys.stderr.write(f"spikebench: run folder {folder}: a killed run's log was kept aside as "
+                     f"{kept.name}; this run starts a new log\n")
+
+
 def _device() -> str:
     import torch
 
@@ -364,4 +425,5 @@ def init(**kwargs: Any) -> Run:
     and 5), ``target_loss`` (for time to target), ``sync_every`` (tensors read back every
     N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``.
     """
+    checks.init_args(kwargs)
     return Run(**kwargs)

@@ -72,6 +72,9 @@ class SpikebenchCallback(TrainerCallback, ExportableState):
                 f"SpikebenchCallback: restore_callback_states_from_checkpoint=True cannot "
                 f"remake this callback ({unrestorable}); leave it False: the callback "
                 "restores its state from the checkpoint itself")
+        if not isinstance(val_metric, str) or not val_metric:
+            raise UserError(f"SpikebenchCallback(val_metric={val_metric!r}): must be a "
+                            "metric name")
         if run is None:
             init_kwargs.setdefault("sync_every", 1)
         self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence, **init_kwargs)

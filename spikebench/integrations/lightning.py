@@ -7,7 +7,9 @@
     trainer = L.Trainer(max_steps=1000, callbacks=[SpikebenchCallback(params={"lr": 3e-4})])
     trainer.fit(module, train_loader, val_loader)
 
-Each optimizer step becomes a step of the run (:func:`spikebench.init`, made at train
+Each optimizer step becomes a step of the run, numbered as Lightning's loggers number it
+(``CSVLogger``'s ``step``: the first optimizer step is 0; ``summary.json``'s ``steps`` is
+the number of optimizer steps) (:func:`spikebench.init`, made at train
 start from the callback's keyword arguments, or the ``run`` you give): the training loss
 (``training_step``'s return, or its ``"loss"``; the mean over accumulated batches), the
 pre-clip gradient norm (computed in ``on_before_optimizer_step`` as a tensor:
@@ -41,7 +43,16 @@ except ImportError:
                       "pip install 'spikebench[lightning]'") from None
 
 from spikebench.api.run import Run
+from spikebench.errors import UserError
 from spikebench.integrations.loop import SpikebenchLoop, grad_norm
+
+
+def _logger_step(trainer) -> int:
+    """The step Lightning's loggers give the metrics of the optimizer step just taken and
+    of the validation after it (the count of optimizer steps before it)."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    stepped = getattr(loop, "_batches_that_stepped", None)
+    return stepped if isinstance(stepped, int) else trainer.global_step - 1
 
 
 class SpikebenchCallback(Callback):
@@ -55,6 +66,9 @@ class SpikebenchCallback(Callback):
 
     def __init__(self, run: Run | None = None, *, stop_on_divergence: bool = True,
                  loss_key: str = "loss", val_metric: str = "val_loss", **init_kwargs: Any):
+        for name, v in (("loss_key", loss_key), ("val_metric", val_metric)):
+            if not isinstance(v, str) or not v:
+                raise UserError(f"SpikebenchCallback({name}={v!r}): must be a metric name")
         self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence, **init_kwargs)
         self.loss_key, self.val_metric = loss_key, val_metric
         self._loss: Any = None  # the step's loss so far (summed over accumulated batches)
@@ -91,17 +105,20 @@ class SpikebenchCallback(Callback):
         self._seen = step
         if self._loss is not None and not pl_module.automatic_optimization:
             self._loss = self._loss / self._batches  # automatic: already divided
-        self.loop.hold(step, loss=self._loss, grad_norm=self._grad_norm, lr=self._lr)
+        self.loop.hold(_logger_step(trainer), loss=self._loss, grad_norm=self._grad_norm, lr=self._lr)
         self._loss, self._batches, self._grad_norm = None, 0, None
         if not self.loop.should_stop and self.loop.run.should_prune():  # a file's existence
             self.loop.stop_reason = "pruned"
         self._stop(trainer, agree=step % self.loop.run.sync_every == 0)
 
+    def on_exception(self, trainer, pl_module, exception):
+        self.loop.abandon()  # unfinished, as a kill leaves it: a resume continues it
+
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
         val = trainer.callback_metrics.get(self.val_metric)
-        step = trainer.global_step
+        step = _logger_step(trainer)
         if val is None:
             self.loop.flush()
         elif self.loop.can_log(step):
@@ -109,7 +126,7 @@ class SpikebenchCallback(Callback):
         self._stop(trainer, agree=True)
 
     def on_train_end(self, trainer, pl_module):
-        self.loop.finish()
+        self.loop.finish(steps=_logger_step(trainer))
 
     def _stop(self, trainer, agree: bool) -> None:
         """Set ``trainer.should_stop`` once the loop should stop; with several processes,

@@ -32,6 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from spikebench.api import checks
 from spikebench.api.decision import Decision, TrialPruned
 from spikebench.api.run import Run
 from spikebench.errors import UserError
@@ -47,6 +48,12 @@ def grad_norm(parameters: Iterable[Any]) -> Any:
     clipping, for the pre-clip norm: ``clip_grad_norm_`` returns that one too)."""
     import torch
 
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    elif parameters is None or isinstance(parameters, str | bytes) or not hasattr(
+            parameters, "__iter__"):
+        raise UserError(f"grad_norm({checks.short(parameters)}): give the model's "
+                        "parameters (model.parameters())")
     grads = [p.grad for p in parameters if getattr(p, "grad", None) is not None]
     if not grads:
         return None
@@ -110,12 +117,20 @@ class SpikebenchLoop:
 
     def __init__(self, run: Run | None = None, *, stop_on_divergence: bool = True,
                  **init_kwargs: Any):
+        where = type(self).__name__
+        if run is not None and not isinstance(run, Run):
+            raise UserError(f"{where}(run={checks.short(run)}): must be a spikebench.init() "
+                            "run, or left out")
         if run is not None and init_kwargs:
-            raise UserError("SpikebenchLoop: give a run or spikebench.init's arguments ("
+            raise UserError(f"{where}: give a run or spikebench.init's arguments ("
                             + ", ".join(sorted(init_kwargs)) + "), not both")
+        if not isinstance(stop_on_divergence, bool):
+            raise UserError(f"{where}(stop_on_divergence={checks.short(stop_on_divergence)}): "
+                            "must be True or False")
+        checks.init_args(init_kwargs, where)  # refused now, not at the first step
         self._run = run
         self.init_kwargs = init_kwargs
-        self.stop_on_divergence = bool(stop_on_divergence)
+        self.stop_on_divergence = stop_on_divergence
         self.stop_reason: str | None = None  # "pruned" or "diverged", once decided
         self.spikes = 0  # SPIKE decisions so far (log-only: nothing else happens)
         self._held: tuple[int, dict[str, Any]] | None = None
@@ -231,10 +246,11 @@ class SpikebenchLoop:
 
     # ------------------------------------------------------------------ the end
 
-    def finish(self, status: str | None = None) -> dict[str, Any] | None:
+    def finish(self, status: str | None = None, *, steps: int | None = None
+               ) -> dict[str, Any] | None:
         """Log the held row and finish the run: ``pruned`` if the sweep pruned it, else
-        ``status`` or what the run says (``completed``, ``diverged``). Returns the summary
-        (None on ranks other than 0)."""
+        ``status`` or what the run says (``completed``, ``diverged``); ``steps``: see
+        :meth:`Run.finish`. Returns the summary (None on ranks other than 0)."""
         if self._run is None and self._held is None and self._restore is None:
             return None  # nothing was logged: no run folder either
         if self._run is not None and self._run.status is not None:
@@ -243,7 +259,7 @@ class SpikebenchLoop:
         self.flush()
         if status is None and (self.stop_reason == PRUNED or run.should_prune()):
             status = PRUNED
-        return run.finish(status)
+        return run.finish(status, steps=steps)
 
     def __enter__(self) -> SpikebenchLoop:
         return self
@@ -253,7 +269,15 @@ class SpikebenchLoop:
             self.finish()
         elif issubclass(kind, TrialPruned):
             self.finish(PRUNED)
-        return False  # another exception: the run stays unfinished, for a resume
+        else:
+            self.abandon()
+        return False
+
+    def abandon(self) -> None:
+        """After an exception: the run stays unfinished, as a kill leaves it, for a resume
+        from a checkpoint; its folder is freed for that resume (:meth:`Run.abandon`)."""
+        if self._run is not None:
+            self._run.abandon()
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -129,6 +129,7 @@ def test_a_resumed_run_keeps_the_detector_state_and_continues_its_log(tmp_path, 
     cb = SpikebenchCallback(run_dir=tmp_path / "run")
     with pytest.raises(Killed):
         _trainer(tmp_path, [cb, At(25, die)], steps=40, at=12, save_steps=10, **flag).train()
+    cb.loop.abandon()  # the killed process's end: its run no longer holds the folder
     partial = tmp_path / "run" / "metrics.jsonl.partial"
     assert not (tmp_path / "run" / "summary.json").exists()
     killed = partial.read_bytes()

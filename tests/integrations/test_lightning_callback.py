@@ -54,19 +54,19 @@ def test_a_planted_lr_shock_is_logged_and_found_as_offline(tmp_path):
     cb = SpikebenchCallback(run_dir=tmp_path / "run")
     trainer = _fit([cb], steps=100, module=bigram_module(LR, 60))
     rows, summary = folder(tmp_path / "run")
-    assert [r[M.STEP] for r in rows] == list(range(1, 101))
+    assert [r[M.STEP] for r in rows] == list(range(100))  # numbered as Lightning's loggers
     # Loss and the pre-clip grad norm (tensors, read back in batches) and the step's LR.
     assert all(math.isfinite(r[M.TRAIN_LOSS]) and r[M.GRAD_NORM] > 0 for r in rows)
     assert [r[M.LR] for r in rows[58:62]] == pytest.approx([LR, LR * 100, LR * 100, LR])
     evals = [r for r in rows if M.VAL_LOSS in r]
-    assert [r[M.STEP] for r in evals] == [20, 40, 60, 80, 100]
+    assert [r[M.STEP] for r in evals] == [19, 39, 59, 79, 99]
     assert all(M.TRAIN_LOSS in r for r in evals)  # a validation joins its step's row
     assert summary["status"] == "completed" and summary["steps"] == 100
-    assert loss_onsets(summary) == offline_loss_onsets(tmp_path / "run") == [61]
+    assert loss_onsets(summary) == offline_loss_onsets(tmp_path / "run") == [60]
     assert cb.loop.spikes == 1 and trainer.global_step == 100  # logged only
     # Told online at the spike's own row (provisional), confirmed when the verdict came.
     report = cb.loop.run.last_report
-    assert (report.onset, report.reported, report.state) == (61, 61, "confirmed")
+    assert (report.onset, report.reported, report.state) == (60, 60, "confirmed")
 
 
 def test_the_sweeps_prune_stops_the_trainer(tmp_path, monkeypatch):
@@ -77,7 +77,7 @@ def test_the_sweeps_prune_stops_the_trainer(tmp_path, monkeypatch):
     assert trainer.global_step == 10  # trainer.should_stop at step 10
     rows, summary = folder(tmp_path / "run")
     assert summary["status"] == "pruned" and summary["steps"] == 10
-    assert [r[M.STEP] for r in rows] == list(range(1, 11))
+    assert [r[M.STEP] for r in rows] == list(range(10))
 
 
 @pytest.mark.parametrize("stop", [True, False])
@@ -93,10 +93,10 @@ def test_a_non_finite_loss_stops_the_run_unless_asked_not_to(tmp_path, stop):
     cb = SpikebenchCallback(run_dir=tmp_path / "run", stop_on_divergence=stop)
     trainer = _fit([cb], steps=60, module=module)
     rows, summary = folder(tmp_path / "run")
-    assert summary["status"] == "diverged" and summary["diverged_step"] == 15
+    assert summary["status"] == "diverged" and summary["diverged_step"] == 14
     # The tensors are read back every sync_every (10) steps: the stop comes by then.
     assert 15 <= trainer.global_step <= 15 + 10 if stop else trainer.global_step == 60
-    assert [r[M.STEP] for r in rows] == list(range(1, trainer.global_step + 1))
+    assert [r[M.STEP] for r in rows] == list(range(trainer.global_step))
 
 
 def test_a_resumed_fit_keeps_the_detector_state_and_continues_its_log(tmp_path):
@@ -114,7 +114,7 @@ def test_a_resumed_fit_keeps_the_detector_state_and_continues_its_log(tmp_path):
     killed = (tmp_path / "run" / "metrics.jsonl.partial").read_bytes()
     ckpt = tmp_path / "ckpt" / "step=20.ckpt"
     saved = torch.load(ckpt, weights_only=True)["callbacks"]["SpikebenchCallback"]
-    assert saved["run"]["last_step"] == 19 and saved["held"][0] == 20  # row 20 held
+    assert saved["run"]["last_step"] == 18 and saved["held"][0] == 19  # row 19 held
     cb2 = SpikebenchCallback(run_dir=tmp_path / "run")
     restored = {}
 
@@ -130,11 +130,11 @@ def test_a_resumed_fit_keeps_the_detector_state_and_continues_its_log(tmp_path):
     log = (tmp_path / "run" / "metrics.jsonl").read_bytes()
     assert log.startswith(killed[:saved["run"]["log_bytes"]])
     rows, summary = folder(tmp_path / "run")
-    assert [r[M.STEP] for r in rows] == list(range(1, 41))
+    assert [r[M.STEP] for r in rows] == list(range(40))
     assert summary["status"] == "completed" and summary["steps"] == 40
     straight = SpikebenchCallback(run_dir=tmp_path / "straight")
     _fit([straight], steps=40, module=bigram_module(LR, 12))
     _, expected = folder(tmp_path / "straight")
-    onsets = loss_onsets(summary)  # the step-12 update's shock, in the loss of step 13 on
-    assert onsets == loss_onsets(expected) and len(onsets) == 1 and 13 <= onsets[0] <= 16
+    onsets = loss_onsets(summary)  # the 12th update's shock, in the loss of step 12 on (0-based)
+    assert onsets == loss_onsets(expected) and len(onsets) == 1 and 12 <= onsets[0] <= 15
     assert json.loads(json.dumps(saved))  # plain JSON: torch.load(weights_only=True) took it

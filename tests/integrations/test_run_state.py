@@ -29,7 +29,13 @@ def test_a_killed_run_continues_from_its_checkpoint_as_if_never_killed(tmp_path)
     _log(run, range(1, 141))
     state = json.loads(json.dumps(run.state_dict(), allow_nan=False))  # plain JSON
     _log(run, range(141, 161))  # then killed: no finish, 160 rows in the partial log
+    killed = (tmp_path / "r" / "metrics.jsonl.partial").read_bytes()
+    with pytest.raises(UserError, match="another live run writes to it"):
+        spikebench.init(run_dir=tmp_path / "r")  # the first still holds the folder
+    run.abandon()  # as a kill leaves it
     again = spikebench.init(run_dir=tmp_path / "r", sync_every=5)
+    # The killed rows are kept aside, not overwritten; the checkpoint's log continues.
+    assert (tmp_path / "r" / "metrics.jsonl.partial.killed").read_bytes() == killed
     again.load_state_dict(state)
     assert again.state_dict()["monitor"] == state["monitor"]
     with pytest.raises(UserError, match="steps must be increasing"):
