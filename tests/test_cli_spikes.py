@@ -205,3 +205,27 @@ def test_a_plain_log_keeps_the_fast_reader(capsys, logs, monkeypatch):
     monkeypatch.setattr(discover, "discover", None)
     res, _ = run_json(capsys, str(d / "run.csv"))
     assert res["steps"] == 3000
+
+
+@pytest.mark.parametrize("flag", ["--step", "--metric", "--grad-metric"])
+def test_a_column_no_log_of_a_folder_has_is_blamed_on_its_flag(capsys, tmp_path, flag):
+    (tmp_path / "runs").mkdir()
+    for k in range(2):
+        (tmp_path / "runs" / f"r{k}.csv").write_text("step,loss,gn\n0,3,1\n1,2.9,1\n")
+    assert main(["spikes", str(tmp_path / "runs"), flag, "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"spikebench spikes: error: {flag} nope: no column 'nope' in any of the 2 log(s) "
+        f"under {tmp_path / 'runs'} (the columns of {tmp_path / 'runs' / 'r0.csv'} it could "
+        "name: "), err
+
+
+@pytest.mark.parametrize("text", ["step,loss\n" + "9" * 200_000 + "\n",
+                                  'step,loss\n0,"1\n' + "2,3\n" * 40_000])
+def test_an_endless_field_is_one_line_naming_the_limit(capsys, tmp_path, text):
+    (tmp_path / "log.csv").write_text(text)
+    (tmp_path / "good.csv").write_text("step,loss\n0,3\n1,2.9\n")
+    for path in (tmp_path / "log.csv", tmp_path):  # the fast reader and a folder's walk
+        assert main(["spikes", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "a field longer than 131,072 characters" in err, err

@@ -108,7 +108,8 @@ class Plan:
             "groups": {g: {"rule": self.grouped.rules.get(g, ""), "runs": [
                 {"name": p.run.name, "path": str(p.run.path), "format": p.run.format,
                  "seed": p.run.seed, "label": self.labels[p.run.name], "rows": p.rows,
-                 "last_step": p.last_step, "cut": "; ".join(p.cut)}
+                 "last_step": p.last_step,
+                 "cut": "; ".join([*p.cut, *([f"read: {p.run.note}"] if p.run.note else [])])}
                 for p in sorted(runs, key=lambda p: self.labels[p.run.name])]}
                 for g, runs in self.groups.items()},
             "baseline": self.baseline, "baseline_default": self.baseline_default,
@@ -133,17 +134,11 @@ def _unique(sources: dict[str, list[RunLog]]) -> dict[str, list[RunLog]]:
                   if seen[r.name] > 1 else r for r in runs] for src, runs in sources.items()}
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        return folder in Path(path).resolve().parents or Path(path).resolve() == folder
-    except (OSError, RuntimeError):
-        return False
-
-
 def _final_losses(prepared: list[Prepared]) -> list[float]:
     out = []
     for p in prepared:
-        if p.diverged_at is not None and p.diverged_at <= max(r[M.STEP] for r in p.records):
+        if not p.records or (p.diverged_at is not None
+                             and p.diverged_at <= max(r[M.STEP] for r in p.records)):
             continue
         vals = [r[M.VAL_LOSS] for r in p.records if finite(r.get(M.VAL_LOSS))]
         if vals:
@@ -156,26 +151,26 @@ def plan(sources: dict[str, list[RunLog]] | list[RunLog], *, out: str | Path,
          baseline: str | None = None, recipe: str | None = None,
          target_loss: float | None = None, max_step: int | None = None,
          unpaired: bool = False, detector: str = "default", gap: int = 5,
-         name: str = "compare") -> Plan:
+         name: str = "compare", skipped: list[str] = ()) -> Plan:
     """Decide a comparison of ``sources`` (runs by the path they were read from, or one
     list) and write nothing. ``groups``: ``NAME=GLOB`` strings or (name, glob) pairs;
-    ``by``: a parameter of the runs' own metadata; neither: one group per path. Raises
-    :class:`UserError` (one line) for every problem of the input."""
+    ``by``: a parameter of the runs' own metadata; neither: one group per path;
+    ``skipped``: what the reading left out, and why (the report names each). Raises
+    :class:`UserError` (one line) for every problem of the input, ``out`` included (see
+    :mod:`.paths`)."""
+    from spikebench.compare.paths import check_out
+
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UserError(f"--name {name!r}: must be letters, digits, '.', '_' or '-' (a "
                         "folder name)")
     if groups and by:
         raise UserError("give --group or --by, not both")
+    inputs: list[str | Path] = [] if isinstance(sources, list) else list(sources)
     if isinstance(sources, list):
         sources = {"runs": sources}
     sources = _unique(dict(sources))
-    own = (Path(out) / name).resolve()
-    notes = []
-    for src, runs in sources.items():
-        mine = [r for r in runs if _inside(r.path, own)]
-        if mine:
-            notes.append(f"{len(mine)} run(s) in {src} that are this comparison's own output")
-            sources[src] = [r for r in runs if r not in mine]
+    check_out(out, name, [*inputs, *(r.path for rs in sources.values() for r in rs)])
+    notes = list(skipped)
     runs = [r for rs in sources.values() for r in rs]
     if not runs:
         raise UserError(f"no run found in {listed(list(sources))}")

@@ -103,7 +103,9 @@ def align(runs: list[RunLog], *, max_step: int | None = None) -> Aligned:
         if not steps:
             no_loss.append(run.name)
             continue
+        moved = _last_evaluation(records, steps)
         prepared[run.name] = Prepared(run, records, steps[-1], len(steps), _diverged(records),
+                                      cut=[moved] if moved else [],
                                       timed=any(M.ELAPSED_S in r for r in records))
     if no_loss:
         raise UserError(f"{len(no_loss)} run(s) have no training loss: {listed(no_loss)}")
@@ -120,6 +122,7 @@ def align(runs: list[RunLog], *, max_step: int | None = None) -> Aligned:
             dropped.append(f"{n} (ends at step {prepared[n].last_step}, before --max-step "
                            f"{max_step})")
             del prepared[n]
+        _enough_steps(prepared, max_step)
         budget, budget_from = max_step, "--max-step"
     elif healthy:
         shortest = min(healthy.values(), key=lambda p: (p.last_step, p.run.name))
@@ -142,6 +145,35 @@ def align(runs: list[RunLog], *, max_step: int | None = None) -> Aligned:
     _thin(prepared, budget, cut)
     loss, note, every = _evaluations(prepared, budget, cut)
     return Aligned(prepared, budget, budget_from, cut, dropped, loss, note, every)
+
+
+def _last_evaluation(records: list[dict[str, Any]], steps: list[int]) -> str:
+    """A validation loss logged after the last training step, within one logging interval
+    (Lightning logs the final evaluation at the next step), is that step's evaluation: moved
+    onto it (where it has none), said in the returned note; later records are left as
+    they are (and cut with the rest past the budget)."""
+    last, reach = steps[-1], max(1, _interval(steps))
+    at = {r[M.STEP]: r for r in records}
+    after = [r for r in records if last < r[M.STEP] <= last + reach and M.VAL_LOSS in r
+             and not any(k in r for k in TRAIN_KEYS)]
+    if not after or M.VAL_LOSS in at[last]:
+        return ""
+    evaluation = after[-1]
+    at[last][M.VAL_LOSS] = evaluation.pop(M.VAL_LOSS)
+    if len(evaluation) == 1:  # nothing but its step left
+        records.remove(evaluation)
+    return (f"the validation loss logged at step {evaluation[M.STEP]}, after the last "
+            f"training step, read as step {last}'s evaluation")
+
+
+def _enough_steps(prepared: dict[str, Prepared], max_step: int) -> None:
+    """Every run keeps :data:`MIN_SHARED` logged training steps up to ``--max-step``."""
+    for p in prepared.values():
+        kept = [s for s in _train_steps(p.records) if s <= max_step]
+        if len(kept) < MIN_SHARED:
+            raise UserError(f"--max-step {max_step}: leaves {p.run.name} {len(kept)} logged "
+                            f"training step(s) (its first: {_train_steps(p.records)[0]}); a "
+                            f"comparison needs {MIN_SHARED}: give a larger --max-step")
 
 
 def _thin(prepared: dict[str, Prepared], budget: int, cut: list[str]) -> None:

@@ -160,6 +160,7 @@ def discover(path: str | Path, *, step: str | None = None, metric: str | None = 
         return _unique(Found(runs, single=len(runs) == 1))
     top = root.resolve().name or str(root)
     found = Found([], single=False)
+    asked: list[tuple[Path, str, list[str]]] = []  # logs without the column a flag named
     stack = [root]
     while stack:
         d = stack.pop()
@@ -212,8 +213,19 @@ def discover(path: str | Path, *, step: str | None = None, metric: str | None = 
                 found.runs += read_file(p, name=file_name, prefix=file_name + ":", **opts)
             except MissingColumn as err:  # the short reason: "no step column"
                 why = str(err).removeprefix(f"{p}: ").split(" (")[0]
-                found.skipped.append(f"{p} ({why}: not a training log)")
+                tail = ": not a training log"
+                if err.name is not None:  # the column a flag named: the flag is the cause
+                    asked.append((p, why, err.found))
+                    tail = ""
+                elif "reads as one column" in str(err):  # a ';'-separated CSV
+                    tail = ": its header reads as one column (';' separates no columns)"
+                found.skipped.append(f"{p} ({why}{tail})")
         stack.extend(reversed(subdirs))
+    if not found.runs and asked:
+        p, why, cols = asked[0]
+        shown = ", ".join(map(repr, cols[:12])) + (", ..." if len(cols) > 12 else "")
+        raise UserError(f"{why} in any of the {len(asked)} log(s) under {root} (the columns "
+                        f"of {p} it could name: {shown or 'none'})")
     if not found.runs:
         raise UserError(f"{root}: is a directory with no training runs in it (looked for "
                         "TensorBoard event files, HF trainer states, Lightning, MLflow and "

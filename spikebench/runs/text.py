@@ -165,6 +165,10 @@ def _read_csv(path: Path, sep: str) -> tuple[list[str], _Cells]:
                 else:
                     rows.append(fields)
         except csv.Error as e:
+            if "field limit" in str(e):  # an unclosed quote, or no log: say the limit
+                raise UserError(f"{path}: line {reader.line_num}: a field longer than "
+                                f"{csv.field_size_limit():,} characters (an unclosed quote?), "
+                                "not a log") from None
             raise UserError(f"{path}: line {reader.line_num}: cannot read ({e})") from None
         except LineTooLong as e:
             raise UserError(f"{path}: {e}") from None
