@@ -14,8 +14,9 @@ fast``). Printed: the time to drain, the kills, the peak number of connections t
 study's database (pg_stat_activity, sampled every 0.5 s), and the database transactions
 (commits + rollbacks in pg_stat_database: every worker's traffic, idle polls and
 heartbeats included) per finished arm and per second. Exit 1 unless every arm is COMPLETE
-exactly once, nothing is left running or waiting, the storage counts the target and no
-worker died except those killed.
+exactly once, nothing is left running or waiting, the storage counts the target, the report
+made from the storage alone (``spikebench report --storage``) counts the same trials, and
+no worker died except those killed.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def main() -> int:
             out = run_chaos(url, folder, "chaos", workers=args.workers,
                             kill_every_s=args.kill_every, max_kills=args.kills,
                             restart_at=args.restart_at,
-                            limit_s=args.limit, seed=args.seed,
+                            limit_s=args.limit, seed=args.seed, report=True,
                             log=lambda s: print(s, flush=True))
     finally:
         if not args.keep:
@@ -92,7 +93,8 @@ def main() -> int:
         print("NOT exactly once:\n  " + "\n  ".join(out.problems))
         return 1
     print(f"exactly once: each of the {done} arms COMPLETE once; the storage counts "
-          f"{out.storage_done}/{out.target}; no worker died but the {out.kills} killed")
+          f"{out.storage_done}/{out.target}; no worker died but the {out.kills} killed; "
+          f"`spikebench report --storage` counts the same trials: {out.report}")
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -102,6 +103,8 @@ class Outcome:
     target: int
     left: dict  # state name -> trials neither finished nor failed
     timed_out: bool = False
+    states: dict = field(default_factory=dict)  # state name (lower case) -> trials
+    report: dict | None = None  # the same, as `spikebench report --storage` counts them
     crashed: list[str] = field(default_factory=list)  # workers that died on their own
 
     @property
@@ -116,6 +119,8 @@ class Outcome:
         out += [f"worker died on its own: {c}" for c in self.crashed]
         out += ["the database was not restarted"] if not self.restarted else []
         out += [f"not drained after {self.drain_s:.0f} s"] if self.timed_out else []
+        out += [f"the report counts {self.report}, the storage {self.states}"] if (
+            self.report is not None and self.report != self.states) else []
         return out
 
 
@@ -128,17 +133,32 @@ def _stat(url: str) -> tuple[int, int]:
     return int(conns) - 1, int(xacts)  # less psql's own connection
 
 
+def report_counts(url: str, name: str, folder: Path) -> dict:
+    """Trials by state as `spikebench report --storage URL --study NAME` states them (its
+    header: "N trials (n complete, m fail)"), made from the storage alone."""
+    made = subprocess.run(spikebench("report", "--storage", url, "--study", name, "--out",
+                                     str(folder / "report")),
+                          cwd=folder, capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr
+    text = next((folder / "report").rglob("report.md")).read_text()  # OUT/<study>/
+    n, states = re.search(r"(\d+) trials \(([^)]*)\)", text).groups()
+    counts = {s: int(k) for k, s in (part.split(" ", 1) for part in states.split(", "))}
+    assert sum(counts.values()) == int(n), text[:500]
+    return counts
+
+
 def run_chaos(url: str, folder: Path, name: str, *, workers: int,
               kill_every_s: float | None = None, max_kills: int = 10**6,
               kill_at: tuple[int, ...] = (),
               restart_at: float = 0.4, limit_s: float = 600, seed: int = 0,
-              worker_url: str | None = None, log=print) -> Outcome:
+              worker_url: str | None = None, report: bool = False, log=print) -> Outcome:
     """Run ``workers`` workers until the study drains. A random worker in the middle of a
     trial is killed (SIGKILL) and replaced every ``kill_every_s`` seconds (``max_kills`` in
     all), and once as the number of finished trials reaches each of ``kill_at`` (chaos
     paced by progress, whatever the machine's speed); once ``restart_at`` of the target is
     done the server restarts (``pg_ctl restart -m fast``). Kills stop once the target is
-    reached. ``worker_url``: the storage the workers take (a gRPC proxy before ``url``)."""
+    reached. ``worker_url``: the storage the workers take (a gRPC proxy before ``url``).
+    ``report``: check the counts of the report made from the storage alone."""
     rng = random.Random(seed)
     storage = make_storage(url)
     study = optuna.load_study(study_name=name, storage=storage)
@@ -221,4 +241,6 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                    transactions=xacts1 - xacts0, trials=len(trials),
                    per_arm=per_arm, arms=len(load_spec(study).arms),
                    storage_done=count_done(study, trials), target=target, left=dict(left),
-                   crashed=crashed, timed_out=timed_out)
+                   crashed=crashed, timed_out=timed_out,
+                   states=dict(Counter(t.state.name.lower() for t in trials)),
+                   report=report_counts(url, name, folder) if report else None)

@@ -2,7 +2,8 @@
 real PostgreSQL server, three workers killed with SIGKILL in the middle of a trial (each
 replaced), the server restarted once mid-study, a heartbeat grace of 4 s
 (``[study] heartbeat_grace_s``). Every arm must end COMPLETE exactly once, the storage's
-count must be the target, and no worker may die of the restart."""
+count must be the target, the report made from the storage must count the same trials, and
+no worker may die of the restart."""
 
 from __future__ import annotations
 
@@ -18,6 +19,6 @@ def test_workers_survive_kills_and_a_database_restart(tmp_path):
                             heartbeat_s=1, grace_s=4)
         create(sweep, url, tmp_path)
         out = run_chaos(url, tmp_path, "chaos", workers=6, kill_at=(0, 2, 4), restart_at=0.5,
-                        limit_s=240, log=lambda s: None)
+                        limit_s=240, report=True, log=lambda s: None)
     assert out.problems == [], out
     assert out.kills == 3 and out.trials > 8  # the chaos happened: killed trials were retried

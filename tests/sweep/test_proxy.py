@@ -15,6 +15,7 @@ from pgserver import free_port, postgres_server
 
 from spikebench.errors import UserError
 from spikebench.sweep.proxy import main as proxy_main
+from spikebench.sweep.proxy import open_proxy
 from spikebench.sweep.studies import make_storage
 
 
@@ -22,7 +23,11 @@ def _proxy(url: str, port: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "spikebench.sweep.proxy", "--storage", url,
                              "--host", "127.0.0.1", "--port", str(port)],
                             stderr=subprocess.PIPE, text=True)
-    make_storage(f"grpc://127.0.0.1:{port}")  # waits until it answers (10 s)
+    try:  # a loaded machine may take a while to import it
+        open_proxy(f"grpc://127.0.0.1:{port}", timeout_s=120)
+    except UserError:
+        proc.kill()
+        raise AssertionError(proc.communicate()[1]) from None
     return proc
 
 
