@@ -138,12 +138,15 @@ class Run:
                             "that one, or give another run_dir)") from None
         self._unlock = weakref.finalize(self, os.close, fd)
 
-    def abandon(self) -> None:
-        """Leave the run unfinished, as a kill does (its log stays ``.partial`` for a resume
-        from a checkpoint), and free its folder for the next run of it."""
+    def abandon(self, keep_log: bool = True) -> None:
+        """Leave the run unfinished, as a kill does, and free its folder for the next run
+        of it. Its log stays ``.partial`` (the next :func:`init` keeps it aside), unless
+        ``keep_log`` is False: a scratch view of a log kept elsewhere, deleted."""
         if self.rank == 0 and self.status is None and hasattr(self, "_unlock"):
             self._log.flush()
             self._log._f.close()
+            if not keep_log:
+                self._log.partial.unlink(missing_ok=True)
             self._unlock()
             self.status = "abandoned"
 
@@ -423,7 +426,9 @@ def init(**kwargs: Any) -> Run:
     the arguments: ``params`` (dict), ``seed`` (0), ``run_dir`` (a new folder under
     ``out_dir``, ``results/runs``), ``detector`` and ``gap`` (the spike rule, "default"
     and 5), ``target_loss`` (for time to target), ``sync_every`` (tensors read back every
-    N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``.
+    N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``. Each is
+    checked here (one ``UserError`` line). One live run per folder; a killed run's log
+    found there is kept aside as ``metrics.jsonl.partial.killed``, never overwritten.
     """
     checks.init_args(kwargs)
     return Run(**kwargs)
