@@ -142,3 +142,18 @@ def test_init_keeps_a_killed_runs_rows_aside(tmp_path, capsys):
 def test_grad_norm_of_none_is_one_line():
     with pytest.raises(UserError, match=r"grad_norm\(None\)"):
         grad_norm(None)
+
+
+def test_a_run_dir_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")  # refused for root too, unlike a read-only folder
+    with pytest.raises(UserError, match=r"run folder .*file/r: cannot be created"):
+        spikebench.init(run_dir=tmp_path / "file" / "r")
+
+
+def test_a_scratch_runs_log_is_deleted_not_kept_aside(tmp_path, capsys):
+    run = spikebench.init(run_dir=tmp_path / "r", sync_every=1)
+    run.log(1, loss=3.0)
+    run.abandon(keep_log=False)
+    spikebench.init(run_dir=tmp_path / "r").finish()
+    assert "kept aside" not in capsys.readouterr().err
+    assert not list((tmp_path / "r").glob("*.killed*"))
