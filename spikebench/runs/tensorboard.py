@@ -50,17 +50,37 @@ def _modules():
     return event_accumulator, plugin_data_pb2, tensor_util
 
 
+# Event files whose reading stopped at a record failing its checksum (damage inside a
+# record, which the framing check of damage() cannot see): path -> where TensorBoard said.
+_FAILED_CHECKSUM: dict[str, str] = {}
+
+
+class _Checksums(logging.Handler):
+    """Keeps what TensorBoard says (at debug level only) when a record fails its checksum:
+    it reads that as the end of the file, and the run would end early unsaid."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith("Truncated record in ") and "crc" in text:
+            _FAILED_CHECKSUM[text.removeprefix("Truncated record in ").split(" (")[0]] = text
+
+
 @contextmanager
 def _quiet():
     """TensorBoard logs what it skips (out-of-order steps it purges, cut records) as
-    warnings, which would print under the command's one line."""
+    warnings, which would print under the command's one line: kept from printing, and a
+    failed checksum noted (see :func:`damage`)."""
     log = logging.getLogger("tensorboard")
-    level = log.level
-    log.setLevel(logging.CRITICAL + 1)
+    level, propagate, handler = log.level, log.propagate, _Checksums()
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    log.addHandler(handler)
     try:
         yield
     finally:
+        log.removeHandler(handler)
         log.setLevel(level)
+        log.propagate = propagate
 
 
 def load(path: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, Any]]:
@@ -154,7 +174,9 @@ def merge(files: list[tuple[str, dict[str, list[tuple[int, float]]]]]
 def damage(path: Path) -> str:
     """Where an event file stops being a sequence of whole records (TensorBoard reads the
     rest as the end of the file), or "" where it is whole. Only the framing is checked
-    (each record's 8-byte length), not the checksums."""
+    (each record's 8-byte length) here; a record failing its checksum is known from the
+    reading (:class:`_Checksums`)."""
+    failed = _FAILED_CHECKSUM.pop(str(path), None)  # known from the reading just done
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -169,6 +191,9 @@ def damage(path: Path) -> str:
                 f.seek(at)
     except OSError:
         return ""
+    if failed:
+        return (f"{path.name} is damaged: a record fails its checksum; read to the last "
+                "whole record before it")
     return ""
 
 

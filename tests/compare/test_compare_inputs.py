@@ -126,3 +126,29 @@ def test_a_validation_loss_one_step_past_the_last_training_step_is_read():
     # Two intervals past the end it is no evaluation of this run: cut, and said.
     aligned = align([_run(f"r{k}", k, final_val_at=102) for k in range(4)])
     assert aligned.loss == "train" and "log no validation loss" in aligned.loss_note
+
+
+def test_a_damaged_tensorboard_run_that_cuts_every_run_is_named(box, capsys):
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    tb = box / "runs" / "a" / "tb"
+    w = SummaryWriter(str(tb))
+    for s in range(61):
+        w.add_scalar("train/loss", 2.5 + 3 * math.exp(-s / 20), s)
+    w.close()
+    f = next(tb.glob("*tfevents*"))
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 8] = b"\xff" * 8  # a record's length destroyed
+    f.write_bytes(bytes(data))
+    assert main(["compare", str(box / "runs" / "a"), str(box / "runs" / "b"),
+                 "--out", str(box / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "5 runs in 2 groups" in out
+    note = next(x for x in err.splitlines() if ": tb: " in x)
+    # Damage inside a record (its checksum) or to its framing: both said, with the file.
+    why = note.split(": tb: ")[1]
+    assert note.startswith("spikebench compare: note: ") and "tfevents" in why
+    assert "is damaged: a record fails its checksum" in why or "cut or damaged at byte" in why
+    md = (box / "out" / "report.md").read_text()
+    assert "the last step of the shortest run, tb" in md and f"read: {why}" in md
