@@ -13,7 +13,8 @@ once ``--restart-at`` of the arms are done the server restarts (``pg_ctl restart
 fast``). Printed: the time to drain, the kills, the peak number of connections to the
 study's database (pg_stat_activity, sampled every 0.5 s), and the database transactions
 (commits + rollbacks in pg_stat_database: every worker's traffic, idle polls and
-heartbeats included) per finished arm and per second. Exit 1 unless every arm is COMPLETE
+heartbeats included; this benchmark's own polling, counted before the workers start, taken
+off) per finished arm and per second. Exit 1 unless every arm is COMPLETE
 exactly once, nothing is left running or waiting, the storage counts the target, the report
 made from the storage alone (``spikebench report --storage``) counts the same trials, and
 no worker died except those killed.

@@ -95,7 +95,7 @@ class Outcome:
     kills: int
     restarted: bool
     peak_connections: int
-    transactions: int
+    transactions: int  # the workers' (and the proxy's): this harness's own taken off
     trials: int  # trials in the study at the end: retries and failed ones included
     per_arm: Counter
     arms: int
@@ -179,7 +179,14 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                            "--results", str(out)),
                 cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=err)
 
+    # This loop's own reads (the study, the server's counters) are transactions too: counted
+    # over a few rounds before any worker starts, and taken off the total below.
     _, xacts0 = _stat(url)
+    for _ in range(8):
+        count_done(study, study.get_trials(deepcopy=False))
+        _, xacts = _stat(url)
+    own, loops = (xacts - xacts0) / 8, 0
+    xacts0 = xacts
     began = time.monotonic()
     for _ in range(workers):
         start()
@@ -198,6 +205,7 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                 pass  # restarting
             trials = study.get_trials(deepcopy=False)
             done = count_done(study, trials)
+            loops += 1
             if not restarted and done >= restart_at * target:
                 log(f"restarting PostgreSQL at {done}/{target} done")
                 restart(url, "fast")
@@ -238,7 +246,7 @@ def run_chaos(url: str, folder: Path, name: str, *, workers: int,
                + (folder / f"w{k:03d}" / "stderr.log").read_text()[-400:]
                for k, p in procs.items() if k not in killed and p.returncode != 0]
     return Outcome(drain_s=drain, kills=kills, restarted=restarted, peak_connections=peak,
-                   transactions=xacts1 - xacts0, trials=len(trials),
+                   transactions=round(xacts1 - xacts0 - own * (loops + 1)), trials=len(trials),
                    per_arm=per_arm, arms=len(load_spec(study).arms),
                    storage_done=count_done(study, trials), target=target, left=dict(left),
                    crashed=crashed, timed_out=timed_out,
