@@ -47,6 +47,7 @@ def box(tmp_path):
     (["runs/a", "runs/b", "--out", "o", "--name", "report.md"], "--name report.md: is the "
                                                                  "study's folder"),
     (["runs/a", "runs/b", "--out", "o", "--name", "curves.PNG"], "--name curves.PNG"),
+    (["", "runs/b"], "PATH '': give a run's file or folder"),
     (["runs", "runs/a"], "runs/a: is inside runs, also given"),
     (["runs/a", "runs"], "runs/a: is inside runs, also given"),
     (["runs/a/r0.csv", "runs/a"], "runs/a/r0.csv: is inside runs/a"),
