@@ -153,6 +153,9 @@ MUTATIONS = (
              "spikebench/train/loop.py", "    dist.mean_(loss_sum)  # on the device",
              "    # on the device", (f"{DIST}::test_two_gloo_ranks_match_one_process_with_the"
                                      "_same_global_batch",)),
+    Mutation("compare writes its report into an input folder", "spikebench/compare/paths.py",
+             "        if _within(where, given):", "        if False:",
+             ("tests/compare/test_compare_inputs.py",)),
 )
 
 
