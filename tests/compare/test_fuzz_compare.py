@@ -43,8 +43,10 @@ JUNK = {  # logs beside the good ones, each skipped with a note or refused in on
 }
 SKIPPED = ["none", "semicolon", "no_loss"]  # the junk a comparison goes on past
 PATHS = [["runs/a", "runs/b"], ["runs", "runs/a"], ["runs/a", "runs/a"], ["runs/a", "link"],
-         ["runs/a/r0.csv", "runs/a"], ["runs/a", "missing"], ["runs/b", "runs/a/"]]
-OUTS = ["o", "runs/b", "runs/b/deep", "runs", ".", "", "foreign", "afile", "afile/x"]
+         ["runs/a/r0.csv", "runs/a"], ["runs/a", "missing"], ["runs/b", "runs/a/"],
+         ["runs/a/r0.csv", "runs/b/r1.csv"], ["", "runs/a"]]
+OUTS = ["o", "runs/b", "runs/b/deep", "runs", ".", "", "foreign", "afile", "afile/x",
+        "outlink", "outlink/x"]  # outlink: a link to runs/b
 EXTRA = st.lists(st.sampled_from([
     ["--name", "report.md"], ["--name", "../x"], ["--name", ""], ["--name", "ok"],
     ["--max-step", "0"], ["--max-step", "20"], ["--max-step", "999999"],
@@ -64,6 +66,7 @@ def test_compare_succeeds_or_refuses_in_one_line_and_writes_only_its_output(
     box.mkdir()
     _runs(box)
     (box / "link").symlink_to(box / "runs" / "a")
+    (box / "outlink").symlink_to(box / "runs" / "b")
     (box / "foreign").mkdir()
     (box / "foreign" / "report.md").write_text("someone's notes")
     (box / "afile").write_text("x")
