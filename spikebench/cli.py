@@ -202,13 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write a sweep's report (markdown and HTML)")
     p.add_argument("results_dir", nargs="?",
-                   help="a study's results folder, e.g. results/default (or give --storage)")
+                   help="a study's results folder, e.g. results/default")
     p.add_argument("--storage", metavar="URL",
                    help="the study's storage: report from it alone, with --study")
     p.add_argument("--study", metavar="NAME", help="the study's name in --storage")
     p.add_argument("--out", default="reports",
-                   help="reports folder; the report goes to OUT/<results folder or study "
-                        "name>/ (default: reports)")
+                   help="reports folder (default: reports), for OUT/<study>/")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="compare groups of existing runs (markdown and HTML)")
