@@ -188,6 +188,7 @@ def test_without_validation_losses_the_training_loss_is_read(tmp_path):
     final = _per_seed(study, "calm", "final_val_loss")
     assert all(2.4 < v < 2.7 for v in final.values())  # the training loss's last mean
     assert "log no validation loss" in md
+    assert "**Target:** training loss 3" in md and "Target:** validation" not in md
 
 
 def test_the_target_defaults_to_the_baseline_median_final_loss():

@@ -324,7 +324,8 @@ def compare_blocks(h: HeaderInfo) -> list[Block]:
         f"steps up to {num(h.steps)} ({_text(c.get('budget_from')) or 'the budget'})"
         + (". What was cut: " + "; ".join(cut) if cut else "; nothing was cut"))])
     items.append([Span("Target: ", True), Span(
-        f"validation loss {num(h.target_loss)} ({_text(c.get('target_from'))})"
+        f"{'training' if c.get('loss') == 'train' else 'validation'} loss "
+        f"{num(h.target_loss)} ({_text(c.get('target_from'))})"
         + (f"; {_text(c.get('loss_note'))}" if c.get("loss_note") else ""))])
     if c.get("time_note"):
         items.append([Span("Wall time: ", True), Span(_text(c.get("time_note")))])
