@@ -176,11 +176,9 @@ class LiveLog:
         """Close the live run's log unfinished (the whole log is scored next)."""
         if self.run is None:
             return
-        abandon = getattr(self.run, "abandon", None)  # frees the folder for the scoring
-        if abandon is not None:
-            abandon()
-        else:
-            self.run._log._f.close()
+        # Frees the folder for the scoring, and drops the live copy: the whole log is read
+        # from the trainer's own file next, so nothing is lost (no .killed file is left).
+        self.run.abandon(keep_log=False)
 
 
 class _Stop(Exception):

@@ -58,6 +58,8 @@ warmup = {{ warmup = 10, lr = 1e-2 }}
     assert spec.steps == 20 and set(spec.arms) == {"baseline", "warmup"}
     out = run_sweep(spec, results=tmp_path / "r", jobs=2, log=lambda s: None)
     assert out["done"] == out["total"] == 2
+    # The live copy of each seed's log is dropped once the whole log is scored.
+    assert not list((tmp_path / "r").rglob("*.killed*"))
     trials = _trials(tmp_path / "r", "nano")
     for arm, t in trials.items():
         assert t.state == TrialState.COMPLETE, (arm, t.user_attrs.get("error"))
