@@ -28,8 +28,8 @@ from spikebench.study import StudyLayout
 from spikebench.study.artifacts import open_store
 from spikebench.sweep import spares
 from spikebench.sweep.folders import make_folder
-from spikebench.sweep.resilience import TargetGate, fail_stale, tune
 from spikebench.sweep.preempt import Stop
+from spikebench.sweep.resilience import TargetGate, fail_stale, tune
 from spikebench.sweep.slots import worker_slot
 from spikebench.sweep.studies import (
     Heartbeat,
