@@ -318,7 +318,7 @@ NOT_IN_THE_REPOSITORY = {
 }
 _TOP = ("spikebench/", "tests/", "benchmarks/", "examples/", "sweeps/", "models/",
         "monitoring/", "docs/", ".ci/", "reports/example-default")
-REPO_PATH = re.compile(r"(?<![\w/.-])((?:%s)[\w./\\-]*)" % "|".join(map(re.escape, _TOP)))
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(map(re.escape, _TOP)) + r")[\w./\\-]*)")
 
 
 def repo_paths(path: Path) -> list[tuple[int, str]]:

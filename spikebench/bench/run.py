@@ -57,7 +57,6 @@ from spikebench.runio import atomic_write_json, atomic_write_text
 from spikebench.study import layout as L
 from spikebench.values import finite
 
-
 FAILING = ("regressed", "changed")
 
 

@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "spikebench"
 NAMES = (L.STUDY_DB, L.TRIAL_JSON, L.RESULT_JSON, L.META_JSON, L.METRICS, L.SUMMARY_JSON,
          L.CONFIG_JSON)
 # A quoted file name of the layout, or a seed/trial folder spelt out (f"seed-{...}", :05d).
-LITERAL = re.compile(r"""["'](?:%s)["']|f["']seed-\{|:05d\}""" % "|".join(
-    re.escape(n) for n in NAMES))
+LITERAL = re.compile(r"""["'](?:""" + "|".join(map(re.escape, NAMES))
+                     + r""")["']|f["']seed-\{|:05d\}""")
 
 
 def _code_lines(path: Path) -> list[tuple[int, str]]:

@@ -263,8 +263,8 @@ def test_cli_dry_run_prints_config(capsys):
 
 
 def test_offline_analysis_of_own_log_matches_online_monitor(tmp_path):
-    from spikebench.scoring.run import score_log
     from spikebench.runs.text import read_log
+    from spikebench.scoring.run import score_log
 
     summary, _ = run(tmp_path, "faults.burst=random_bytes", "faults.at=0.5",
                      "faults.length=5", "train.steps=40")
