@@ -29,7 +29,7 @@ from pgserver import postgres_server  # noqa: E402
 from spikebench.report import build_report  # noqa: E402
 from spikebench.study import records  # noqa: E402
 from spikebench.study.layout import StudyLayout  # noqa: E402
-from spikebench.sweep.studies import make_storage  # noqa: E402
+from spikebench.sweep.storage import make_storage  # noqa: E402
 
 
 def to_postgres(folder: Path, url: str, name: str) -> None:

@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 STEPS = 150
 SWEEP = """[study]

@@ -2,7 +2,7 @@
 
 Optuna's RDB storage creates its tables in an empty database and upgrades an old schema;
 a report must write nothing, so the tables are looked for first, and Optuna is told to
-create none. A URL's password is never printed (:func:`~spikebench.sweep.studies.mask_url`).
+create none. A URL's password is never printed (:func:`~spikebench.sweep.storage.mask_url`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import optuna
 
 from spikebench.errors import UserError
 from spikebench.report.storage import OPTUNA_TABLES
-from spikebench.sweep.studies import check_storage, driver_url, mask_url
+from spikebench.sweep.storage import check_storage, driver_url, mask_url
 
 
 def _first_line(e: BaseException) -> str:

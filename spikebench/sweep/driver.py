@@ -37,17 +37,19 @@ from spikebench.sweep.folders import check_folder, make_folder
 from spikebench.sweep.resilience import tune
 from spikebench.sweep.slots import Slot, make_slots
 from spikebench.sweep.spec import SweepSpec
-from spikebench.sweep.studies import (
-    Heartbeat,
+from spikebench.sweep.storage import (
     check_storage,
-    check_study,
-    count_done,
     default_storage,
-    enqueue_plan,
-    give_back,
     is_sqlite,
     make_storage,
     mask_url,
+)
+from spikebench.sweep.studies import (
+    Heartbeat,
+    check_study,
+    count_done,
+    enqueue_plan,
+    give_back,
     open_study,
     recover_interrupted,
 )

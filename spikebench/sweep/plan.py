@@ -9,7 +9,7 @@ import shlex
 from spikebench.study import layout as L
 from spikebench.sweep.folders import check_folder
 from spikebench.sweep.spec import SweepSpec
-from spikebench.sweep.studies import check_storage, default_storage, mask_url
+from spikebench.sweep.storage import check_storage, default_storage, mask_url
 
 
 def describe_plan(spec: SweepSpec, *, jobs: int | None = None, storage: str | None = None,

@@ -100,7 +100,7 @@ def serve(url: str, *, host: str, port: int, threads: int, log=print) -> None:
     """Run the proxy for the database at ``url`` until interrupted."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spikebench.sweep.studies import make_storage, mask_url
+    from spikebench.sweep.storage import make_storage, mask_url
 
     if is_grpc(url):
         raise UserError(f"--storage {url}: give the database the proxy stands in front of "

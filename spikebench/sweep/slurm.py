@@ -202,7 +202,8 @@ def study_gpus(url: str, study_name: str) -> tuple[int, int, int]:
     target). A storage that cannot be opened or shared, or no such study: one line."""
     import optuna
 
-    from spikebench.sweep.studies import count_done, is_sqlite, load_spec, make_storage, mask_url
+    from spikebench.sweep.storage import is_sqlite, make_storage, mask_url
+    from spikebench.sweep.studies import count_done, load_spec
 
     if is_sqlite(url):
         raise UserError(f"--storage {mask_url(url)}: Slurm's workers run on several nodes "

@@ -31,16 +31,14 @@ from spikebench.sweep.folders import make_folder
 from spikebench.sweep.preempt import Stop
 from spikebench.sweep.resilience import TargetGate, fail_stale, tune
 from spikebench.sweep.slots import worker_slot
+from spikebench.sweep.storage import is_sqlite, make_storage, mask_url
 from spikebench.sweep.studies import (
     Heartbeat,
     count_done,
     give_back,
-    is_sqlite,
     load_spec,
     make_pruner,
     make_sampler,
-    make_storage,
-    mask_url,
     worker_seed,
 )
 from spikebench.sweep.trial import Outcome, kill_children, record, run_trial

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from spikebench.cli import main
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 if os.environ.get("CI"):  # CI installs the dev extra, which has transformers: never skip
     import transformers  # noqa: F401

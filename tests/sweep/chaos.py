@@ -26,7 +26,8 @@ import optuna
 from optuna.trial import TrialState
 from pgserver import psql, restart
 
-from spikebench.sweep.studies import count_done, load_spec, make_storage
+from spikebench.sweep.storage import make_storage
+from spikebench.sweep.studies import count_done, load_spec
 
 # The trainer: a CSV of `rows` rows, written over `sleep_s` seconds; imports nothing heavy.
 TRAINER = '''\

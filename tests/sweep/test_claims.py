@@ -16,7 +16,7 @@ from spikebench.sweep import claims
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.runner import run
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 from spikebench.train.loop import train
 
 SEEDS = [0, 1, 2, 3, 4, 5]

@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import TrialState
 from procs import processes_with
 
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 # A trainer that knows nothing of spikebench: one CSV row per step, slowly enough to be
 # caught running. Like torchrun, it starts a worker in a session of its own, which stops

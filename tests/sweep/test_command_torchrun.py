@@ -24,7 +24,7 @@ from spikebench.runio import kill_with_parent
 from spikebench.sweep.command import stop
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "nanogpt_csv" / "train.py"

@@ -15,7 +15,7 @@ from spikebench.cli import main
 from spikebench.errors import UserError
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

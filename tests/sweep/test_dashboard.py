@@ -13,7 +13,7 @@ from sweep_helpers import write_sweep
 
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 
 def _free_port() -> int:

@@ -10,7 +10,7 @@ from sweep_helpers import TINY_CONFIG
 
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import default_storage
+from spikebench.sweep.storage import default_storage
 
 # In every rank of the planted trials, at their third step: rank 1 of arm "killed" is
 # SIGKILLed, rank 1 of arm "hung" sleeps for an hour.

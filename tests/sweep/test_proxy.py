@@ -16,7 +16,7 @@ from pgserver import free_port, postgres_server
 from spikebench.errors import UserError
 from spikebench.sweep.proxy import main as proxy_main
 from spikebench.sweep.proxy import open_proxy
-from spikebench.sweep.studies import make_storage
+from spikebench.sweep.storage import make_storage
 
 
 def _proxy(url: str, port: int) -> subprocess.Popen:

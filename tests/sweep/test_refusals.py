@@ -14,7 +14,8 @@ from optuna.trial import TrialState
 from sweep_helpers import write_sweep
 
 from spikebench.cli import main
-from spikebench.sweep.studies import count_done, default_storage, mask_url
+from spikebench.sweep.storage import default_storage, mask_url
+from spikebench.sweep.studies import count_done
 
 SPACE = '"schedule.warmup_ratio" = { low = 0.0, high = 0.1 }\n'
 BASELINE = 'baseline = { "schedule.warmup_ratio" = 0.0 }\n'

@@ -15,7 +15,8 @@ from sweep_helpers import write_sweep
 from spikebench.errors import UserError
 from spikebench.sweep.resilience import STALE, TargetGate, fail_stale, tune
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import count_done, enqueue_plan, make_storage, open_study
+from spikebench.sweep.storage import make_storage
+from spikebench.sweep.studies import count_done, enqueue_plan, open_study
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,8 @@ from spikebench.cli import main
 from spikebench.study import layout as L
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import count_done, make_storage
+from spikebench.sweep.storage import make_storage
+from spikebench.sweep.studies import count_done
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -4,7 +4,8 @@ from sweep_helpers import write_sweep
 from spikebench.cli import main
 from spikebench.errors import UserError
 from spikebench.sweep.spec import ARTICLE_RECIPE, load_sweep
-from spikebench.sweep.studies import fixed_params, mask_url
+from spikebench.sweep.storage import mask_url
+from spikebench.sweep.studies import fixed_params
 
 
 def test_default_sweep_loads_with_full_comparison():

@@ -49,7 +49,8 @@ def test_the_costliest_arms_start_first_and_equal_ones_keep_the_specs_order():
 
 
 def test_reopening_a_study_with_choices_in_its_space_is_the_same_sweep(tmp_path):
-    from spikebench.sweep.studies import default_storage, make_storage, open_study
+    from spikebench.sweep.storage import default_storage, make_storage
+    from spikebench.sweep.studies import open_study
 
     spec = load_sweep("sweeps/default.toml")  # precision.mode and curriculum.kind: choices
     url = default_storage(tmp_path)
@@ -59,7 +60,8 @@ def test_reopening_a_study_with_choices_in_its_space_is_the_same_sweep(tmp_path)
 
 
 def test_a_study_from_an_earlier_version_reopens_and_counts_its_retries(tmp_path):
-    from spikebench.sweep.studies import default_storage, make_storage, open_study
+    from spikebench.sweep.storage import default_storage, make_storage
+    from spikebench.sweep.studies import open_study
 
     spec = load_sweep("sweeps/default.toml")
     url = default_storage(tmp_path)

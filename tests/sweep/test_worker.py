@@ -17,7 +17,8 @@ from pgserver import postgres_server
 from sweep_helpers import write_sweep
 
 from spikebench.sweep.spec import load_sweep
-from spikebench.sweep.studies import count_done, make_storage
+from spikebench.sweep.storage import make_storage
+from spikebench.sweep.studies import count_done
 
 STUDY = "pgtest"
 # 3 comparison arms + 1 search trial = 4, each a 12-step run of a 1-layer model: two rounds

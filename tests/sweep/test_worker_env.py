@@ -20,7 +20,8 @@ from optuna.trial import TrialState
 from pgserver import postgres_server
 from sweep_helpers import write_sweep
 
-from spikebench.sweep.studies import count_done, make_storage
+from spikebench.sweep.storage import make_storage
+from spikebench.sweep.studies import count_done
 
 TIMEOUT = 300  # s for one worker; normally well under a minute
 
