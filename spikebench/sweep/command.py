@@ -42,7 +42,7 @@ from spikebench.errors import UserError
 from spikebench.runio import atomic_write_json, die_with_parent, kill_with_parent
 from spikebench.runs.tail import Tail
 from spikebench.study import layout as L
-from spikebench.sweep.spec import ARGS_MACRO
+from spikebench.sweep.trainer_table import ARGS_MACRO
 
 POLL_S = 0.2  # how often the first seed's log is read for new validation losses
 PRUNE_FILE = "prune"  # in the trial folder: made by the driver when it prunes the trial

@@ -1,0 +1,74 @@
+"""A sweep file's ``[trainer]`` table: the command each seed runs (:mod:`.command`), its
+step budget, how often it validates, its log, its environment and its grace on a stop."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from spikebench.errors import UserError
+from spikebench.sweep.spec_errors import err
+
+TRAINER_KEYS = ("command", "steps", "eval_every", "log", "env", "grace_s")
+MACROS = ("params_file", "params_json", "run_dir", "seed", "trial_dir", "checkpoint_dir")
+ARGS_MACRO = "{args}"  # a whole element: the parameters as --key=value flags
+
+
+def parse_trainer(path: str, table: dict[str, Any]) -> dict[str, Any]:
+    """``[trainer]``, checked: ``command`` (argv list, or a string split as a shell would),
+    ``steps`` (the budget, required), ``eval_every``, ``log``, ``env``, ``grace_s``."""
+    unknown = sorted(set(table) - set(TRAINER_KEYS))
+    if unknown:
+        raise err(path, f"trainer.{unknown[0]}", table[unknown[0]],
+                   f"unknown key (allowed: {', '.join(TRAINER_KEYS)})")
+    command = table.get("command")
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError as e:
+            raise err(path, "trainer.command", table["command"], f"cannot split ({e})") from None
+    if command is None:
+        raise UserError(f"{path}: trainer.command: missing: give the command each seed runs, "
+                        'e.g. command = ["python", "train.py", "--params", "{params_file}"]')
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        raise err(path, "trainer.command", command, "must be a list of strings or a string")
+    if not command or not command[0].strip():
+        raise err(path, "trainer.command", table["command"],
+                   "is empty: give the program to run and its arguments")
+    for element in command:
+        if element == ARGS_MACRO:
+            continue
+        for name in re.findall(r"\{([^{}\s]*)\}", element):
+            if name == "args":
+                raise err(path, "trainer.command", element,
+                           '"{args}" must be an element of its own (it expands to one '
+                           "--key=value flag per parameter)")
+            if name not in MACROS:
+                raise err(path, "trainer.command", element, f"unknown macro {{{name}}} "
+                           f"(allowed: {', '.join('{' + m + '}' for m in (*MACROS, 'args'))})")
+    steps = table.get("steps")
+    if steps is None:
+        raise UserError(f"{path}: trainer.steps: missing: give the step budget every trial "
+                        "runs (steps to target and the scores count against it)")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise err(path, "trainer.steps", steps, "must be an integer >= 1")
+    eval_every = table.get("eval_every", max(1, steps // 10))
+    if isinstance(eval_every, bool) or not isinstance(eval_every, int) or not (
+            1 <= eval_every <= steps):
+        raise err(path, "trainer.eval_every", eval_every,
+                   f"must be an integer in [1, {steps}] (how often the trainer validates)")
+    log = table.get("log", "")
+    if not isinstance(log, str) or (log and (log.startswith("/") or ".." in log.split("/")
+                                              or "\0" in log or not log.strip("./"))):
+        raise err(path, "trainer.log", log, "must be the name of a file or folder inside the "
+                   "run folder (relative to it, not the run folder itself)")
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in env.values()):
+        raise err(path, "trainer.env", env, "must be a table of names to strings or numbers")
+    grace = table.get("grace_s", 10)
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < 3600:
+        raise err(path, "trainer.grace_s", grace, "must be a number of seconds in [0, 3600)")
+    return {"command": command, "steps": steps, "eval_every": eval_every, "log": log,
+            "env": {str(k): str(v) for k, v in env.items()}, "grace_s": float(grace)}
