@@ -14,11 +14,9 @@ steps that compile are off the training clock, and their time is the summary's
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -36,7 +34,7 @@ from spikebench.data.faults import injections, lr_shock_steps
 from spikebench.data.seeds import derive_seed
 from spikebench.errors import UserError
 from spikebench.model import build_model, probed, probing
-from spikebench.precision import Precision, loss_scale_tensor, make_precision
+from spikebench.precision import Precision, loss_scale_tensor
 from spikebench.runio import atomic_write_json, environment, memory, new_run_dir
 from spikebench.scoring.run import summarize
 from spikebench.spikes.monitor import SpikeMonitor
@@ -48,7 +46,14 @@ from spikebench.train.dist import SINGLE, Dist, setup
 from spikebench.train.optim import make_optimizer, update_ratio
 from spikebench.train.rollback import Rollback
 from spikebench.train.schedule import lr_at
-from spikebench.train.setup import preflight, resolve_device
+from spikebench.train.setup import (
+    check_resume,
+    check_world,
+    preflight,
+    resolve_device,
+    resolve_precision,
+    resumable,
+)
 from spikebench.train.sinks import JsonlSink, Sink
 from spikebench.train.skip_step import SkipStep
 from spikebench.train.state import (
@@ -58,7 +63,6 @@ from spikebench.train.state import (
     read_log,
     restore,
     train_state,
-    usable,
 )
 from spikebench.train.sync_debug import SyncDebug
 from spikebench.train.zclip import ZClip
@@ -172,12 +176,12 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
     t = cfg.train
     preflight(cfg, run_dir=run_dir)
     if resume:
-        _check_resume(Path(run_dir))
+        check_resume(Path(run_dir))
     dist, device = setup(resolve_device(t.device), t.dist_timeout_s)
     if device.type != "cuda":
         guard.mode = None
     compiling = choose(t.compile, device)
-    _check_world(cfg, dist)
+    check_world(cfg, dist)
     if t.threads or dist.world > 1:  # a trial's threads (or the cores) shared by its ranks
         torch.set_num_threads(max(1, (t.threads or os.cpu_count() or 1) // dist.local_world))
     # An automatic cleaning cache lives in the output folder: beside the run folder.
@@ -204,9 +208,9 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         run_dir = Path(run_dir) if run_dir is not None else new_run_dir(cfg)
     run_dir = Path(dist.broadcast(str(run_dir)))
     log_path = run_dir / L.METRICS
-    saved = _resumable(cfg, run_dir, log_path, model, opt) if resume and dist.main else None
+    saved = resumable(cfg, run_dir, log_path, model, opt) if resume and dist.main else None
     saved = dist.broadcast(saved) if resume else None  # the checkpoint rank 0 chose
-    precision = _precision(cfg, device, dist, saved)
+    precision = resolve_precision(cfg, device, dist, saved)
     # The online spike monitor: O(1) per step, fed host floats at each read-back.
     monitor = SpikeMonitor(cfg.spikes.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=cfg.spikes.gap)
     r = cfg.response
@@ -422,86 +426,3 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         s.close(summary)
     atomic_write_json(run_dir / L.SUMMARY_JSON, summary)
     return summary
-
-
-def _precision(cfg: Config, device: torch.device, dist: Dist, saved: dict | None) -> Precision:
-    """The run's precision. ``impl = "auto"`` is resolved once: by rank 0, for every rank
-    (ranks measuring at once on shared cores could choose apart), and on resume as the
-    checkpoint resolved it (another machine or thread count could choose otherwise)."""
-    p = cfg.precision
-    if p.impl != "auto" or p.mode == "fp32":
-        return make_precision(p, device)
-    if saved is not None and saved.get("precision_impl") in ("real", "emulated"):
-        return make_precision(dataclasses.replace(p, impl=saved["precision_impl"]), device)
-    chosen = make_precision(p, device) if dist.main else None
-    impl, why = dist.broadcast((chosen.impl, chosen.why) if chosen else None)
-    if chosen is None:
-        chosen = make_precision(dataclasses.replace(p, impl=impl), device)
-        chosen.why = why
-    return chosen
-
-
-def _check_world(cfg: Config, dist: Dist) -> None:
-    """``train.nproc`` is the world size: torchrun's, when it started this process."""
-    t = cfg.train
-    if dist.world == t.nproc:
-        return
-    if dist.world == 1:
-        raise UserError(f"train.nproc = {t.nproc}: this process was not started by torchrun; "
-                        "run it with `spikebench train` or in a sweep (both launch the "
-                        f"ranks), or under torchrun --nproc_per_node={t.nproc}")
-    if t.nproc != 1:
-        raise UserError(f"train.nproc = {t.nproc}: torchrun started {dist.world} processes")
-    t.nproc = dist.world  # torchrun's world size; the config records it
-    cfg.check()
-
-
-def _check_resume(run_dir: Path) -> None:
-    """What makes a run folder impossible to resume, refused in one line before anything
-    runs: a finished run, and a ``meta.json`` that is missing or damaged while checkpoints
-    wait (a resume continues the first start's record; with no checkpoint the run trains
-    again from step 0 and writes a new one)."""
-    if (run_dir / L.SUMMARY_JSON).exists():
-        raise UserError(f"--resume {run_dir}: the run already finished (it has a "
-                        "summary.json); nothing to resume")
-    saved = checkpoint.saved(run_dir)
-    if not saved:
-        return
-    for path in saved:  # the run writes its checkpoints there again
-        if path.is_dir():
-            raise UserError(f"--resume {run_dir}: {path} is a folder, where the run writes "
-                            "a checkpoint file; remove it")
-    meta = run_dir / L.META_JSON
-    why = ""
-    try:
-        if not meta.is_file():
-            why = "is missing" if not meta.exists() else "is not a regular file"
-        else:
-            first = json.loads(meta.read_bytes().decode("utf-8"))
-            if not isinstance(first, dict):
-                why = f"holds a JSON {type(first).__name__}, not an object"
-            elif not isinstance(first.get("resumes", []), list):
-                why = f"has resumes = {str(first['resumes'])[:40]!r}, not a list"
-    except RecursionError:
-        why = "is nested too deeply"
-    except (OSError, ValueError) as e:  # unreadable, not UTF-8, truncated JSON
-        why = f"is damaged ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
-    if why:
-        raise UserError(f"--resume {run_dir}: meta.json {why}; the run's record of its first "
-                        "start is lost, so its checkpoints cannot be continued (start a new "
-                        "run, or remove checkpoints/ to train this one again from step 0)")
-
-
-def _resumable(cfg: Config, run_dir: Path, log: Path, model: torch.nn.Module | None = None,
-               opt: torch.optim.Optimizer | None = None) -> dict[str, Any] | None:
-    """The newest checkpoint of ``run_dir`` this run can continue from; None (and one line
-    on stderr) when there is none, and the run starts again from step 0."""
-    _check_resume(run_dir)
-    partial = log.with_name(log.name + ".partial")
-    if log.is_file() and not partial.exists():  # killed between closing the log and the summary
-        os.replace(log, partial)
-    found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial, model, opt),
-                                   warn=lambda text: print(text, file=sys.stderr))
-    if found is None:
-        print(f"{run_dir}: no usable checkpoint; training again from step 0", file=sys.stderr)
-    return found

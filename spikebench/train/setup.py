@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from spikebench.config import Config, value_at
 from spikebench.errors import UserError
 from spikebench.model import model_class
+from spikebench.precision import Precision, make_precision
+from spikebench.study import layout as L
+from spikebench.train import checkpoint
+from spikebench.train.dist import Dist
+from spikebench.train.state import usable
 
 DEVICES = "auto, cpu, cuda or cuda:N"
 
@@ -332,3 +341,90 @@ def _check_forward(cfg, model: torch.nn.Module, seq_len: int) -> None:
     if not loss.requires_grad:
         raise UserError(f"{where} returned a loss that does not require grad (detached "
                         "from the parameters); training could not backpropagate it")
+
+
+# What a run checks and resolves before it trains (moved from loop.py, which reads
+# top to bottom without them).
+
+
+def resolve_precision(cfg: Config, device: torch.device, dist: Dist, saved: dict | None) -> Precision:
+    """The run's precision. ``impl = "auto"`` is resolved once: by rank 0, for every rank
+    (ranks measuring at once on shared cores could choose apart), and on resume as the
+    checkpoint resolved it (another machine or thread count could choose otherwise)."""
+    p = cfg.precision
+    if p.impl != "auto" or p.mode == "fp32":
+        return make_precision(p, device)
+    if saved is not None and saved.get("precision_impl") in ("real", "emulated"):
+        return make_precision(dataclasses.replace(p, impl=saved["precision_impl"]), device)
+    chosen = make_precision(p, device) if dist.main else None
+    impl, why = dist.broadcast((chosen.impl, chosen.why) if chosen else None)
+    if chosen is None:
+        chosen = make_precision(dataclasses.replace(p, impl=impl), device)
+        chosen.why = why
+    return chosen
+
+
+def check_world(cfg: Config, dist: Dist) -> None:
+    """``train.nproc`` is the world size: torchrun's, when it started this process."""
+    t = cfg.train
+    if dist.world == t.nproc:
+        return
+    if dist.world == 1:
+        raise UserError(f"train.nproc = {t.nproc}: this process was not started by torchrun; "
+                        "run it with `spikebench train` or in a sweep (both launch the "
+                        f"ranks), or under torchrun --nproc_per_node={t.nproc}")
+    if t.nproc != 1:
+        raise UserError(f"train.nproc = {t.nproc}: torchrun started {dist.world} processes")
+    t.nproc = dist.world  # torchrun's world size; the config records it
+    cfg.check()
+
+
+def check_resume(run_dir: Path) -> None:
+    """What makes a run folder impossible to resume, refused in one line before anything
+    runs: a finished run, and a ``meta.json`` that is missing or damaged while checkpoints
+    wait (a resume continues the first start's record; with no checkpoint the run trains
+    again from step 0 and writes a new one)."""
+    if (run_dir / L.SUMMARY_JSON).exists():
+        raise UserError(f"--resume {run_dir}: the run already finished (it has a "
+                        "summary.json); nothing to resume")
+    saved = checkpoint.saved(run_dir)
+    if not saved:
+        return
+    for path in saved:  # the run writes its checkpoints there again
+        if path.is_dir():
+            raise UserError(f"--resume {run_dir}: {path} is a folder, where the run writes "
+                            "a checkpoint file; remove it")
+    meta = run_dir / L.META_JSON
+    why = ""
+    try:
+        if not meta.is_file():
+            why = "is missing" if not meta.exists() else "is not a regular file"
+        else:
+            first = json.loads(meta.read_bytes().decode("utf-8"))
+            if not isinstance(first, dict):
+                why = f"holds a JSON {type(first).__name__}, not an object"
+            elif not isinstance(first.get("resumes", []), list):
+                why = f"has resumes = {str(first['resumes'])[:40]!r}, not a list"
+    except RecursionError:
+        why = "is nested too deeply"
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, truncated JSON
+        why = f"is damaged ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
+    if why:
+        raise UserError(f"--resume {run_dir}: meta.json {why}; the run's record of its first "
+                        "start is lost, so its checkpoints cannot be continued (start a new "
+                        "run, or remove checkpoints/ to train this one again from step 0)")
+
+
+def resumable(cfg: Config, run_dir: Path, log: Path, model: torch.nn.Module | None = None,
+               opt: torch.optim.Optimizer | None = None) -> dict[str, Any] | None:
+    """The newest checkpoint of ``run_dir`` this run can continue from; None (and one line
+    on stderr) when there is none, and the run starts again from step 0."""
+    check_resume(run_dir)
+    partial = log.with_name(log.name + ".partial")
+    if log.is_file() and not partial.exists():  # killed between closing the log and the summary
+        os.replace(log, partial)
+    found = checkpoint.load_latest(run_dir, lambda st: usable(st, cfg, partial, model, opt),
+                                   warn=lambda text: print(text, file=sys.stderr))
+    if found is None:
+        print(f"{run_dir}: no usable checkpoint; training again from step 0", file=sys.stderr)
+    return found

@@ -121,15 +121,15 @@ def test_a_resume_keeps_what_auto_resolved_to(monkeypatch):
     from spikebench import precision_auto
     from spikebench.config import load
     from spikebench.train.dist import SINGLE
-    from spikebench.train.loop import _precision
+    from spikebench.train.setup import resolve_precision
 
     monkeypatch.setattr(precision_auto, "choose", lambda mode, flags=None: ("real", "why"))
     cfg = load(None, ["precision.mode=bf16"])
     cpu = torch.device("cpu")
-    assert _precision(cfg, cpu, SINGLE, None).impl == "real"
-    kept = _precision(cfg, cpu, SINGLE, {"precision_impl": "emulated"})
+    assert resolve_precision(cfg, cpu, SINGLE, None).impl == "real"
+    kept = resolve_precision(cfg, cpu, SINGLE, {"precision_impl": "emulated"})
     assert kept.impl == "emulated" and kept.label == "bf16 (emulated)"
-    assert _precision(cfg, cpu, SINGLE, {}).impl == "real"  # a checkpoint from before
+    assert resolve_precision(cfg, cpu, SINGLE, {}).impl == "real"  # a checkpoint from before
 
 
 def test_resume_without_a_checkpoint_starts_again(tmp_path, reference, capsys):
