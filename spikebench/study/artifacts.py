@@ -10,6 +10,7 @@ that worker resumes from them.
 
 from __future__ import annotations
 
+import functools
 import os
 import tarfile
 import tempfile
@@ -24,8 +25,10 @@ from spikebench.study import layout as L
 PACKED = (L.CONFIG_JSON, L.META_JSON, L.METRICS, L.PARTIAL, L.SUMMARY_JSON, L.STDOUT, L.STDERR)
 
 
+@functools.lru_cache(maxsize=8)
 def open_store(where: str) -> Any:
-    """The artifact store ``where`` names; a missing or unwritable one is one line."""
+    """The artifact store ``where`` names; a missing or unwritable one is one line. Opened
+    (and probed) once per process: every trial of a worker uploads to the same store."""
     from optuna.artifacts import Boto3ArtifactStore, FileSystemArtifactStore
 
     if where.startswith("s3://"):
