@@ -38,5 +38,10 @@ CUDA_RESERVED = "mem/cuda_reserved_bytes"
 # logs are compared.
 VOLATILE = (TOKENS_PER_S, ELAPSED_S, MEM_RSS, CUDA_ALLOCATED, CUDA_RESERVED)
 UPDATE_RATIO = "probe/update_ratio"
+UPDATE_NORM = "probe/update_norm"  # global norm of the applied update
+# Adam's state before the step (spikebench.train.optim.adam_probes): mean g^2/(v_hat+eps^2),
+# and the share of coordinates whose sqrt(v_hat) is within 10x of eps.
+ADAM_G2V = "probe/adam_g2v"
+ADAM_EPS_SHARE = "probe/adam_eps_share"
 LOG_Z = "probe/log_z"
 ATTN_LOGIT_MAX = "probe/attn_logit_max/"  # + layer index

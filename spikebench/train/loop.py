@@ -43,7 +43,7 @@ from spikebench.train import checkpoint
 from spikebench.train.buffer import MetricsBuffer
 from spikebench.train.compile import CompileClock, choose, compile_model
 from spikebench.train.dist import SINGLE, Dist, setup
-from spikebench.train.optim import make_optimizer, update_ratio
+from spikebench.train.optim import adam_probes, make_optimizer, update_probes
 from spikebench.train.rollback import Rollback
 from spikebench.train.schedule import lr_at
 from spikebench.train.setup import (
@@ -77,7 +77,7 @@ class StepOutput:
     bad: torch.Tensor  # bool: the update was skipped as non-finite (divergence)
     loss_scale: torch.Tensor | None = None  # fp16 with scaling only
     overflow: torch.Tensor | None = None  # bool: the scaler skipped this step (fp16)
-    update_ratio: torch.Tensor | None = None  # when probed
+    probes: dict[str, torch.Tensor] | None = None  # the update and Adam probes, when probed
     skipped: torch.Tensor | None = None  # bool: skip-step skipped the update
     clip_bound: torch.Tensor | None = None  # ZClip's bound
 
@@ -123,6 +123,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
         skip = bad | out.skipped
 
     before = [p.detach().clone() for p in params] if probe_update else None
+    adam = adam_probes(opt) if probe_update else {}  # v before this step's gradient enters
     if scaler:
         scale_before = loss_scale_tensor(scaler).clone()
         scaler.step(opt)
@@ -135,7 +136,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[
         del opt.grad_scale, opt.found_inf
     opt.zero_grad(set_to_none=True)
     if before is not None:
-        out.update_ratio = update_ratio(params, before)
+        out.probes = {**update_probes(params, before), **adam}
     return out
 
 
@@ -343,7 +344,7 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         else:
             rec[M.LOSS_SCALE] = 1.0  # every mode logs one, so logs share their keys
         if probe_step:
-            rec[M.UPDATE_RATIO] = out.update_ratio
+            rec.update(out.probes)
             if dist.main:
                 rec.update(probed(model))
         buffer.add(rec, out.bad)
