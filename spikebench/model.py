@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from spikebench import metrics as M
 from spikebench.config import ModelConfig
 from spikebench.errors import UserError
+from spikebench.signals import sigint_seen
 
 
 class CausalSelfAttention(nn.Module):
@@ -197,10 +198,17 @@ def model_class(cfg: ModelConfig) -> type:
     if not _dotted(mod_name) or not _dotted(cls_name):
         raise UserError(f"model.cls = {cfg.cls!r}: must look like package.module:Class "
                         "(an absolute module path of Python names, then the class)")
+    seen: list[bool] = [True]
     try:
-        obj: object = importlib.import_module(mod_name)
-        for part in cls_name.split("."):
-            obj = getattr(obj, part)
+        with sigint_seen() as seen:
+            obj: object = importlib.import_module(mod_name)
+            for part in cls_name.split("."):
+                obj = getattr(obj, part)
+    except KeyboardInterrupt:
+        if seen:  # a real Ctrl-C while importing: the command's own "interrupted"
+            raise
+        raise UserError(f"model.cls = {cfg.cls!r}: cannot import (module {mod_name!r} raised "
+                        "KeyboardInterrupt while being imported, with no Ctrl-C)") from None
     except (ImportError, AttributeError) as e:
         raise UserError(f"model.cls = {cfg.cls!r}: cannot import ({e})") from None
     except SystemExit as e:

@@ -2,6 +2,7 @@
 folder behind (or, where the input is valid, does what it says)."""
 
 import json
+import os
 
 import pytest
 
@@ -136,6 +137,7 @@ MODULES = {
     "syntax": "def broken(:\n",
     "raises": "raise RuntimeError('no GPU driver here')\n",
     "exits": "import sys\nsys.exit(7)\n",
+    "interrupts": "raise KeyboardInterrupt\n",
     "noforward": ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, cfg):\n"
                   "        super().__init__()\n        self.w = nn.Linear(4, 4)\n"),
     "tensor": ("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, cfg):\n"
@@ -165,6 +167,7 @@ MODEL_CASES = [
     ("{syntax}:M", "cannot import (SyntaxError: "),
     ("{raises}:M", "cannot import (RuntimeError: no GPU driver here)"),
     ("{exits}:M", "called sys.exit(7) while being imported"),
+    ("{interrupts}:M", "raised KeyboardInterrupt while being imported, with no Ctrl-C"),
     ("{noforward}:M", "has no forward method; it must define forward(idx, targets)"),
     ("{tensor}:M", "forward(idx, targets) returned a Tensor; it must return (logits, loss)"),
     ("{triple}:M", "returned a tuple of 3; it must return (logits, loss)"),
@@ -343,3 +346,31 @@ def test_a_model_whose_forward_reads_a_value_still_passes_the_preflight(tmp_path
         "        return logits, loss\n")
     assert main(["train", "--dry-run", "--set", "model.cls=m_reads_value:M"]) == 0
     capsys.readouterr()
+
+
+def test_a_real_ctrl_c_while_the_model_module_imports_is_still_an_interrupt(tmp_path):
+    """The module's own KeyboardInterrupt is refused as bad input (above); a SIGINT that
+    really arrives while it is being imported stays "interrupted", exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    started = tmp_path / "importing"
+    (mods / "slow_import.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": str(mods)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spikebench", "train", *B, "--set",
+         f"run.out_dir={tmp_path / 'out'}", "--set", "model.cls=slow_import:M"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert started.exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err

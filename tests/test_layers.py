@@ -25,7 +25,7 @@ PACKAGE = ROOT / "spikebench"
 
 # Lowest first. A unit may import the units of the layers before its own.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli_help", "errors", "metrics", "values"),
+    ("cli_help", "errors", "metrics", "signals", "values"),
     ("config",),
     ("runio",),
     ("data", "emulation", "model", "spikes"),
