@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli_args", "precision_auto", "runs", "scoring"),
     ("precision",),
     ("train",),
+    ("precursors",),  # the early-warning rule and scorecard (issue 47)
     ("live", "responses"),
     ("api",),
     ("integrations", "sweep"),

@@ -1,0 +1,1 @@
+"""Spike precursors (issue 47): the warning rule, the labelled set and the scorecard."""
