@@ -45,3 +45,7 @@ ADAM_G2V = "probe/adam_g2v"
 ADAM_EPS_SHARE = "probe/adam_eps_share"
 LOG_Z = "probe/log_z"
 ATTN_LOGIT_MAX = "probe/attn_logit_max/"  # + layer index
+# With a warning rule (spikebench.precursors.rule): on every record, the warnings it gave
+# so far; on the records that fed it, its score (the robust z-score of its signal).
+WARNINGS = "spikes/warnings"
+WARNING_SCORE = "spikes/warning_score"
