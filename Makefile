@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-response sweep-cleaning bench report train lint clean example-report docs
+.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu sweep-response sweep-cleaning bench report train lint clean example-report docs
 
 install: $(STAMP)
 
@@ -45,6 +45,16 @@ sweep: install
 sweep-lr: install
 	$(BIN)/spikebench sweep sweeps/lr-stability.toml $(ARGS)
 	$(BIN)/spikebench report results/lr-stability
+
+# Does a strategy's effect transfer across model sizes? (docs/transfer.md) sweep-scale: the
+# arms at three CPU sizes, 33x apart; sweep-scale-gpu: at gpt-125m / 350m / 760m (CUDA).
+sweep-scale: install
+	$(BIN)/spikebench sweep sweeps/scale.toml $(ARGS)
+	$(BIN)/spikebench report results/scale
+
+sweep-scale-gpu: install
+	$(BIN)/spikebench sweep sweeps/scale-gpu.toml $(ARGS)
+	$(BIN)/spikebench report results/scale-gpu
 
 # Responding to a spike: rollback, skip-step, ZClip vs fixed clipping, burst and LR shock.
 sweep-response: install
