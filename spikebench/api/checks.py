@@ -21,9 +21,10 @@ from spikebench.errors import UserError
 from spikebench.spikes.rules import RULES
 
 INIT_ARGS = ("params", "seed", "run_dir", "detector", "gap", "target_loss", "sync_every",
-             "sinks", "metrics_port", "device", "out_dir")
+             "sinks", "metrics_port", "device", "out_dir", "warning")
 # Columns the run writes itself: a logged metric of that name would move or hide them.
-RESERVED = (M.STEP, M.SPIKE_EVENTS, M.SPIKE_REPORTED, M.SPIKE_WITHDRAWN)
+RESERVED = (M.STEP, M.SPIKE_EVENTS, M.SPIKE_REPORTED, M.SPIKE_WITHDRAWN, M.WARNINGS,
+            M.WARNING_SCORE)
 # Short names a loop may log under, and the metric names every reader uses.
 ALIASES = {"loss": M.TRAIN_LOSS, "train_loss": M.TRAIN_LOSS, "grad_norm": M.GRAD_NORM,
            "lr": M.LR, "val_loss": M.VAL_LOSS, "tokens": M.TOKENS}
@@ -83,6 +84,10 @@ def init_args(kwargs: Mapping[str, Any], where: str = "spikebench.init") -> dict
         raise UserError(f"sinks={short(sinks)}: must be a list of spikebench.train.sinks.Sink")
     if kwargs.get("metrics_port") is not None:
         out["metrics_port"] = _int("metrics_port", kwargs["metrics_port"], 0, 65535)
+    if "warning" in kwargs:
+        from spikebench.api.warning import rule_of
+
+        out["warning"] = rule_of(kwargs["warning"])
     for name in ("run_dir", "out_dir"):
         path = kwargs.get(name)
         if path is not None and (not isinstance(path, str | os.PathLike) or not str(path)

@@ -16,12 +16,20 @@ class Decision(enum.StrEnum):
     event they confirmed). The trainer may roll back or skip with its own checkpoints.
     ``PRUNE``: the sweep stopped this trial; finish and return (or raise :class:`TrialPruned`).
     ``DIVERGED``: the training loss is not finite; the run is recorded as diverged.
+    ``WARNING``: the run's early-warning rule (``spikebench.init(warning=...)``) fired on a
+    row of this read-back (:attr:`Run.last_warning`, :attr:`Run.warnings`); log-only unless
+    the loop acts on it (e.g. lowers the LR for a while).
+
+    One decision per read-back, the first that applies of ``DIVERGED``, ``PRUNE``,
+    ``SPIKE``, ``WARNING``, ``CONTINUE``: a warning in the read-back of a spike, a prune or
+    a divergence is still counted (``Run.warnings``, the rows' ``spikes/warnings``).
     """
 
     CONTINUE = "continue"
     SPIKE = "spike"
     PRUNE = "prune"
     DIVERGED = "diverged"
+    WARNING = "warning"
 
 
 class TrialPruned(optuna.TrialPruned):

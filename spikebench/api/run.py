@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import sys
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -21,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from spikebench import metrics as M
-from spikebench.api import checks, context
+from spikebench.api import checks, context, folder
 from spikebench.api.decision import Decision, TrialPruned
+from spikebench.api.warning import Watch
 from spikebench.errors import UserError
+from spikebench.precursors.rule import WarningRule
 from spikebench.runio import atomic_write_json
 from spikebench.scoring.run import summarize
 from spikebench.spikes.events import Event
@@ -35,7 +36,6 @@ from spikebench.train.sinks import JsonlSink, Sink
 # The short names a loop may log under (kept here: the integrations import them).
 ALIASES = checks.ALIASES
 STATUSES = ("completed", "diverged", "failed", "pruned")
-KILLED = L.PARTIAL + ".killed"  # a killed run's rows, kept aside by the next init
 _is_tensor = checks.is_tensor
 
 
@@ -61,14 +61,14 @@ class Run:
                  run_dir: str | Path | None = None, detector: str = "default", gap: int = 5,
                  target_loss: float | None = None, sync_every: int = 10,
                  sinks: Sequence[Sink] = (), metrics_port: int | None = None,
-                 device: Any = None, out_dir: str | Path = "results/runs"):
+                 device: Any = None, out_dir: str | Path = "results/runs", warning: Any = None):
         ctx = context.from_env()
         a = checks.init_args({
             "params": params, "seed": ctx.seed if ctx.seed is not None else seed,
             "run_dir": ctx.run_dir or run_dir, "detector": ctx.detector or detector,
             "gap": ctx.gap if ctx.gap is not None else gap,
             "target_loss": ctx.target_loss if ctx.target_loss is not None else target_loss,
-            "sync_every": sync_every, "sinks": sinks, "out_dir": out_dir,
+            "sync_every": sync_every, "sinks": sinks, "out_dir": out_dir, "warning": warning,
             "metrics_port": ctx.metrics_port if metrics_port is None else metrics_port})
         self.params: dict[str, Any] = {**(params or {}), **ctx.params}
         self.seed = 0 if a["seed"] is None else a["seed"]
@@ -76,19 +76,21 @@ class Run:
         self.sync_every = a["sync_every"]
         self.rank = int(os.environ.get("RANK", "0") or 0)
         self._prune_file = ctx.prune_file
-        self.dir = Path(ctx.run_dir or run_dir or _new_dir(Path(out_dir), self.seed))
+        self.dir = Path(ctx.run_dir or run_dir or folder.new_dir(Path(out_dir), self.seed))
         self.status: str | None = None
         self.diverged_step: int | None = None
         self.last_event: Event | None = None  # the newest loss event the rule confirmed
         self.last_report: Report | None = None  # the newest loss spike told (SPIKE)
+        self.warning: WarningRule | None = a["warning"]  # the early-warning rule, if any
         self._pending: list[dict[str, Any]] = []
         self._history: list[dict[str, Any]] = []
         self._last_step: int | None = None
         self._t0 = time.perf_counter()
         self.summary: dict[str, Any] | None = None
         if self.rank != 0:  # data-parallel: rank 0 writes; the others only see prunes
-            self._log, self._sinks, self._monitor = None, [], None
+            self._log, self._sinks, self._monitor, self._watch = None, [], None, None
             return
+        self._watch = Watch(self.warning) if self.warning is not None else None
         self._monitor = SpikeMonitor(self.detector, (M.TRAIN_LOSS, M.GRAD_NORM), gap=self.gap)
         self._start(device, list(sinks), a["metrics_port"])
 
@@ -107,12 +109,13 @@ class Run:
         try:
             if not os.access(self.dir, os.W_OK):
                 raise PermissionError(13, "Permission denied")
-            _keep_killed_rows(self.dir)
+            folder.keep_killed_rows(self.dir)
             atomic_write_json(self.dir / L.CONFIG_JSON, {
                 "trainer": "api", "params": self.params, "seed": self.seed,
                 "spikes": {"detector": self.detector, "gap": self.gap,
-                           "target_loss": self.target_loss}})
-            meta = {"trainer": "api", "environment": environment(device or _device())}
+                           "target_loss": self.target_loss},
+                "warning": self.warning.to_mapping() if self.warning is not None else None})
+            meta = {"trainer": "api", "environment": environment(device or folder.device_name())}
             atomic_write_json(self.dir / L.META_JSON, meta)
             self._log = JsonlSink(self.dir / L.METRICS)
         except OSError as e:
@@ -120,7 +123,7 @@ class Run:
             raise UserError(f"run folder {self.dir}: cannot be written ({e.strerror or e})"
                             ) from None
         if port is not None:
-            sinks.append(_prometheus(port))
+            sinks.append(folder.prometheus(port))
         self._sinks = [self._log, *sinks]
         for s in self._sinks:
             s.start({**meta, "run_dir": str(self.dir)})
@@ -203,6 +206,9 @@ class Run:
                 self.last_report = self._monitor.reports(M.TRAIN_LOSS)[-1]
             if row[M.SPIKE_EVENTS] > events:
                 self.last_event = self._monitor.loss_events()[-1]
+            if self._watch is not None and self._watch.observe(row) and (
+                    decision is Decision.CONTINUE):
+                decision = Decision.WARNING  # a spike told in the same read-back wins
             for s in self._sinks:
                 s.write(row)
         self._log.flush()  # a live reader (the sweep's follower) sees these rows now
@@ -215,6 +221,16 @@ class Run:
 
     def _pruned(self) -> bool:
         return self._prune_file is not None and self._prune_file.exists()
+
+    @property
+    def warnings(self) -> int:
+        """The warnings the rule gave so far (0 without one, and on ranks other than 0)."""
+        return self._watch.count if self._watch is not None else 0
+
+    @property
+    def last_warning(self) -> dict[str, Any] | None:
+        """The newest warning: its ``step``, ``score`` and the signal's ``value``."""
+        return self._watch.last if self._watch is not None else None
 
     def should_prune(self) -> bool:
         """True once the sweep has pruned this trial (Optuna's ``trial.should_prune``)."""
@@ -268,6 +284,8 @@ class Run:
             target=self.target_loss, diverged_step=self.diverged_step,
             events=self._monitor.events, gap=self.gap,
             reports=self._monitor.reports(M.TRAIN_LOSS))
+        if self._watch is not None:
+            summary["warnings"] = self._watch.summary()
         for s in self._sinks:  # after the spikes: the end settles their counts
             s.close(summary)
         atomic_write_json(self.dir / L.SUMMARY_JSON, summary)
@@ -320,6 +338,7 @@ class Run:
             "last_event": self.last_event.state() if self.last_event is not None else None,
             "last_report": dataclasses.asdict(report) if report is not None else None,
             "elapsed_s": time.perf_counter() - self._t0,
+            "warning": self._watch.state_dict() if self._watch is not None else None,
             "log": text, "log_bytes": size,
             "pending": [{k: enc_float(v) if isinstance(v, float) else v for k, v in r.items()}
                         for r in pending]})
@@ -361,6 +380,10 @@ class Run:
             self._log.write(row)
         self._log.flush()
         self._monitor.load_state_dict(d["monitor"])
+        if self._watch is not None and d.get("warning"):
+            self._watch.load_state_dict(d["warning"])
+        elif self._watch is not None:  # saved without the rule: rebuilt from the log's rows
+            self._watch.replay(rows)
         self._history = rows
         self._pending = [{k: dec_float(v) for k, v in r.items()} for r in d["pending"]]
         self._last_step, self.diverged_step = d["last_step"], d["diverged_step"]
@@ -372,52 +395,6 @@ class Run:
         self._t0 = time.perf_counter() - float(d["elapsed_s"])
 
 
-def _keep_killed_rows(folder: Path) -> None:
-    """A killed run's log (``metrics.jsonl.partial``) is moved aside to
-    ``metrics.jsonl.partial.killed`` (numbered if one is there) rather than overwritten:
-    a new run starts a fresh log, and :meth:`Run.load_state_dict` rewrites it from the
-    checkpoint; the rows past the checkpoint stay in the kept file. Said on stderr."""
-    partial = folder / L.PARTIAL
-    if not partial.exists():
-        return
-    if partial.stat().st_size == 0:
-        partial.unlink()
-        return
-    kept, n = folder / KILLED, 1
-    while kept.exists():
-        n += 1
-        kept = folder / f"{KILLED}.{n}"
-    os.replace(partial, kept)
-    sys.stderr.write(f"spikebench: run folder {folder}: a killed run's log was kept aside as "
-                     f"{kept.name}; this run starts a new log\n")
-
-
-def _device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() and torch.cuda.is_initialized() else "cpu"
-
-
-def _new_dir(out: Path, seed: int) -> Path:
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-s{seed}"
-    path, n = out / name, 1
-    while path.exists():
-        n += 1
-        path = out / f"{name}-{n}"
-    return path
-
-
-def _prometheus(port: int) -> Sink:
-    from spikebench.live.exporter import Exporter
-    from spikebench.live.server import require_client, serve
-    from spikebench.live.sink import PrometheusSink
-
-    require_client(port)
-    ex = Exporter()
-    serve(ex.registry, port)
-    return PrometheusSink(ex)
-
-
 def init(**kwargs: Any) -> Run:
     """Start a run of your own training loop (``wandb.init``'s role).
 
@@ -426,7 +403,8 @@ def init(**kwargs: Any) -> Run:
     the arguments: ``params`` (dict), ``seed`` (0), ``run_dir`` (a new folder under
     ``out_dir``, ``results/runs``), ``detector`` and ``gap`` (the spike rule, "default"
     and 5), ``target_loss`` (for time to target), ``sync_every`` (tensors read back every
-    N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``. Each is
+    N logged steps, 10), ``sinks``, ``metrics_port`` (Prometheus), ``device``,
+    ``warning`` (an early-warning rule, log-only: :mod:`spikebench.api.warning`). Each is
     checked here (one ``UserError`` line). One live run per folder; a killed run's log
     found there is kept aside as ``metrics.jsonl.partial.killed``, never overwritten.
     """
