@@ -42,6 +42,8 @@ COUNTERS = (
     ("spikebench_spike_withdrawn_total",
      "Provisional loss-spike reports the multi-step rule withdrew."),
     ("spikebench_rollbacks_total", "Rollbacks to a recent good state."),
+    ("spikebench_spike_warnings_total",
+     "Early warnings of a spike the run's precursor rule gave (log-only unless acted on)."),
 )
 SWEEP = ("spikebench_sweep_trials", "Trials of the sweep by state (done, running, failed).")
 
@@ -77,7 +79,8 @@ class Exporter:
             self.counters["spikebench_rollbacks_total"].labels(**labels).inc()
         for key, name in ((M.SPIKE_EVENTS, "spikebench_spike_events_total"),
                           (M.SPIKE_REPORTED, "spikebench_spike_reports_total"),
-                          (M.SPIKE_WITHDRAWN, "spikebench_spike_withdrawn_total")):
+                          (M.SPIKE_WITHDRAWN, "spikebench_spike_withdrawn_total"),
+                          (M.WARNINGS, "spikebench_spike_warnings_total")):
             n = rec.get(key)
             if isinstance(n, int) and not isinstance(n, bool):
                 k = (trial, arm, source, key)
