@@ -4,14 +4,18 @@ callback, per framework, in one process.
 For each framework (``hf``: a Hugging Face ``Trainer`` on a GPT-2 of 2 layers, width 64,
 built from its config; ``lightning``: a Lightning ``Trainer`` on a causal transformer of
 the same size; ``loop``: a plain PyTorch loop on that transformer, with
-``SpikebenchLoop``), on random tokens built here, N optimizer steps with a log every step:
+``SpikebenchLoop`` and ``grad_norm``; ``loop_clip``: the same loop clipping at 1.0 in both
+arms, logging the norm ``clip_grad_norm_`` returns), on random tokens built here, N
+optimizer steps with a log every step:
 a discarded warm-up pair, then ``--repeats`` pairs, their order alternating. Prints the
 bare and the with-callback step time (the whole ``train()`` / ``fit()`` / loop over its
 steps, the run's finish included), the ratio of mean step times (goal <= 1.02) with the
 exact 95% sign-flip interval over the pairs, and the time spent inside the callback's
-hooks per step (each hook of a subclass timed with ``perf_counter``) with the ratio it
+hooks per step (each hook of a subclass timed with the same clock) with the ratio it
 implies, ``1 + inside / bare step`` (its worst run over the fastest bare run as the bound):
-far less noisy than a difference of two runs on a shared machine.
+far less noisy than a difference of two runs on a shared machine. ``--clock cpu`` (the
+default) times in the process's CPU seconds (``time.process_time``), which the other work
+of a shared machine does not lengthen as it does wall time; ``--clock wall`` in seconds.
 
     python benchmarks/callback_overhead.py --steps 100 --repeats 6 --threads 1
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -34,6 +39,8 @@ from spikebench.report.exact import relative_interval
 
 VOCAB, BLOCK, WIDTH, LAYERS, HEADS, BATCH = 256, 64, 64, 2, 2, 8
 LR = 1e-3
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+now = CLOCKS["cpu"]  # set by --clock
 
 
 class Clock:
@@ -53,11 +60,11 @@ class Clock:
             if self._depth:
                 return fn(*args, **kwargs)
             self._depth += 1
-            t = time.perf_counter()
+            t = now()
             try:
                 return fn(*args, **kwargs)
             finally:
-                dt = time.perf_counter() - t
+                dt = now() - t
                 self.inside += dt
                 self.by_name[name] = self.by_name.get(name, 0.0) + dt
                 self._depth -= 1
@@ -140,9 +147,9 @@ def run_hf(steps: int, with_callback: bool, run_dir: str) -> tuple[float, Clock]
                       callbacks=callbacks)
     for cb in (PrinterCallback, ProgressCallback):  # no printing of every log
         trainer.remove_callback(cb)
-    t = time.perf_counter()
+    t = now()
     trainer.train()
-    total = time.perf_counter() - t
+    total = now() - t
     return total, clock
 
 
@@ -173,32 +180,37 @@ def run_lightning(steps: int, with_callback: bool, run_dir: str) -> tuple[float,
                          limit_val_batches=0, callbacks=callbacks)
     module = Module()
     data = torch.utils.data.DataLoader(tokens(steps * BATCH, 1), batch_size=BATCH)
-    t = time.perf_counter()
+    t = now()
     trainer.fit(module, data)
-    total = time.perf_counter() - t
+    total = now() - t
     return total, clock
 
 
-def run_loop(steps: int, with_callback: bool, run_dir: str) -> tuple[float, Clock]:
+def run_loop(steps: int, with_callback: bool, run_dir: str, clip: bool = False
+             ) -> tuple[float, Clock]:
     from spikebench.integrations.loop import SpikebenchLoop, grad_norm
 
     clock = Clock()
     model = TinyLM()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    params = list(model.parameters())  # kept, as grad_norm's docstring advises
+    opt = torch.optim.AdamW(params, lr=LR)
     data = tokens(steps * BATCH, 1).split(BATCH)
     norm = clock.wrap(grad_norm)  # what the loop adds to log a grad norm counts too
     sb = None
     if with_callback:
         cls = timed_subclass(SpikebenchLoop, ["start", "log", "finish"], clock)
         sb = cls(run_dir=f"{run_dir}/run")
-    t = time.perf_counter()
+    t = now()
     if sb is not None:
         sb.start()  # the run, made here rather than in the first log: timed apart
     for step, x in enumerate(data, 1):
         loss = model.loss(x)
         loss.backward()
-        if sb is not None:
-            gn = norm(model.parameters())
+        gn = None
+        if clip:  # both arms: the clip's norm is the pre-clip norm, logged as it is
+            gn = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        elif sb is not None:
+            gn = norm(params)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if sb is not None:
@@ -207,13 +219,15 @@ def run_loop(steps: int, with_callback: bool, run_dir: str) -> tuple[float, Cloc
                 break
     if sb is not None:
         sb.finish()  # what leaving the ``with`` block does
-    total = time.perf_counter() - t
+    total = now() - t
     return total, clock
 
 
 ONCE = {"on_train_begin", "on_train_start", "on_train_end", "start", "finish"}  # per run
-FRAMEWORKS = {"hf": run_hf, "lightning": run_lightning, "loop": run_loop}
-NAMES = {"hf": "Hugging Face Trainer", "lightning": "Lightning Trainer", "loop": "plain loop"}
+FRAMEWORKS = {"hf": run_hf, "lightning": run_lightning, "loop": run_loop,
+              "loop_clip": functools.partial(run_loop, clip=True)}
+NAMES = {"hf": "Hugging Face Trainer", "lightning": "Lightning Trainer", "loop": "plain loop",
+         "loop_clip": "plain loop, clipping"}
 
 
 def one(fn, steps: int, with_callback: bool) -> tuple[float, float, dict[str, float]]:
@@ -281,7 +295,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=6,
                     help="measured pairs per framework (an exact interval needs 6)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    ap.add_argument("--frameworks", default="hf,lightning,loop",
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                    help="cpu: the process's CPU seconds (default); wall: seconds")
+    ap.add_argument("--frameworks", default="hf,lightning,loop,loop_clip",
                     help="comma-separated, of: " + ", ".join(FRAMEWORKS))
     args = ap.parse_args()
     names = [n.strip() for n in args.frameworks.split(",") if n.strip()]
@@ -289,6 +305,8 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown framework(s): {', '.join(unknown)}")
     torch.set_num_threads(args.threads)
+    global now
+    now = CLOCKS[args.clock]
     warnings.filterwarnings("ignore")
     if "lightning" in names:
         import lightning.pytorch  # noqa: F401  (it sets its loggers' level on import)
@@ -296,7 +314,8 @@ def main() -> None:
         logging.getLogger(log).setLevel(logging.ERROR)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch "
           f"{BATCH}x{BLOCK} tokens, vocab {VOCAB}, {LAYERS} layers of width {WIDTH}, "
-          f"{args.steps} steps x {args.repeats} pairs (after a warm-up pair), a log every step")
+          f"{args.steps} steps x {args.repeats} pairs (after a warm-up pair), a log every step, "
+          f"{args.clock} clock; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     rows = []
     t0 = time.perf_counter()
     for name in names:
@@ -306,7 +325,8 @@ def main() -> None:
           "| start + finish ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print(f"\n({time.perf_counter() - t0:.0f} s; load average at the end "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 
 if __name__ == "__main__":
