@@ -33,6 +33,7 @@ and is a one-line error when the checkpoint's callback was given a ``run``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ except ImportError:  # transformers < 4.41: no callback state in checkpoints
 from spikebench.api.run import Run
 from spikebench.errors import UserError
 from spikebench.integrations.loop import SpikebenchLoop
+from spikebench.precursors.rule import WarningRule
 
 STATE = "spikebench_state"  # the attribute trainer_state.json keeps the run's state under
 
@@ -61,11 +63,15 @@ class SpikebenchCallback(TrainerCallback, ExportableState):
     given). ``stop_on_divergence``: stop training at a non-finite logged loss (default
     True; the Trainer's ``logging_nan_inf_filter``, on by default, logs a NaN loss as the
     previous mean: turn it off for a divergence to reach the run). ``val_metric``: the
-    evaluation metric logged as the validation loss (``eval_loss``).
+    evaluation metric logged as the validation loss (``eval_loss``). ``warning``: the
+    run's early-warning rule (:func:`spikebench.init`'s); ``on_warning``: called with each
+    read-back's newest warning (:class:`~spikebench.integrations.loop.SpikebenchLoop`);
+    ``loop.last_decision`` is the newest log's decision.
     """
 
     def __init__(self, run: Run | None = None, *, stop_on_divergence: bool = True,
                  val_metric: str = "eval_loss", unrestorable: str | None = None,
+                 on_warning: Callable[[dict[str, Any]], Any] | None = None,
                  **init_kwargs: Any):
         if unrestorable:
             raise UserError(
@@ -77,11 +83,12 @@ class SpikebenchCallback(TrainerCallback, ExportableState):
                             "metric name")
         if run is None:
             init_kwargs.setdefault("sync_every", 1)
-        self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence, **init_kwargs)
+        self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence,
+                                   on_warning=on_warning, **init_kwargs)
         self.val_metric = val_metric
         self.spikebench_state: dict[str, Any] | None = None  # set by the Trainer's restore
         self._args = _remake_args(run, init_kwargs, stop_on_divergence=stop_on_divergence,
-                                  val_metric=val_metric)
+                                  val_metric=val_metric, on_warning=on_warning)
 
     @property
     def run(self) -> Run | None:
@@ -146,7 +153,11 @@ def _remake_args(run: Run | None, init_kwargs: dict[str, Any], **own: Any) -> di
     argument that is not JSON cannot be remade, and says so if the Trainer tries."""
     if run is not None:
         return {"unrestorable": "it was given a run"}
+    if own.pop("on_warning") is not None:
+        return {"unrestorable": "it was given an on_warning function"}
     kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in init_kwargs.items()}
+    if isinstance(kwargs.get("warning"), WarningRule):
+        kwargs["warning"] = kwargs["warning"].to_mapping()
     try:
         json.dumps(kwargs, allow_nan=False)
     except (TypeError, ValueError):

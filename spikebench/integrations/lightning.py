@@ -32,7 +32,7 @@ Checkpoints: ``state_dict``/``load_state_dict`` keep the run's state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 try:
@@ -62,20 +62,28 @@ class SpikebenchCallback(Callback):
     ``init_kwargs`` (:func:`spikebench.init`'s arguments). ``stop_on_divergence``: stop at a
     non-finite loss (default True). ``loss_key``: the key of the loss in a dict that
     ``training_step`` returns; ``val_metric``: the logged metric that is the validation loss.
+    ``warning``: the run's early-warning rule (:func:`spikebench.init`'s); ``on_warning``:
+    called with each read-back's newest warning
+    (:class:`~spikebench.integrations.loop.SpikebenchLoop`); ``loop.last_decision`` is the
+    newest log's decision.
     """
 
     def __init__(self, run: Run | None = None, *, stop_on_divergence: bool = True,
-                 loss_key: str = "loss", val_metric: str = "val_loss", **init_kwargs: Any):
+                 loss_key: str = "loss", val_metric: str = "val_loss",
+                 on_warning: Callable[[dict[str, Any]], Any] | None = None,
+                 **init_kwargs: Any):
         for name, v in (("loss_key", loss_key), ("val_metric", val_metric)):
             if not isinstance(v, str) or not v:
                 raise UserError(f"SpikebenchCallback({name}={v!r}): must be a metric name")
-        self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence, **init_kwargs)
+        self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence,
+                                   on_warning=on_warning, **init_kwargs)
         self.loss_key, self.val_metric = loss_key, val_metric
         self._loss: Any = None  # the step's loss so far (summed over accumulated batches)
         self._batches = 0
         self._grad_norm: Any = None
         self._lr: Any = None
         self._seen: int | None = None  # the global step of the last row
+        self._params: tuple[Any, list[Any]] | None = None  # (module, its parameters) a fit
 
     @property
     def run(self) -> Run | None:
@@ -87,9 +95,13 @@ class SpikebenchCallback(Callback):
     def on_train_start(self, trainer, pl_module):
         self.loop.start(rank=trainer.global_rank)
         self._seen = trainer.global_step
+        self._params = None
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        self._grad_norm = grad_norm(pl_module.parameters())
+        if self._params is None or self._params[0] is not pl_module:
+            # Kept for the fit: walking the module tree each step costs more than the norm.
+            self._params = (pl_module, list(pl_module.parameters()))
+        self._grad_norm = grad_norm(self._params[1])
         groups = getattr(optimizer, "param_groups", None)
         self._lr = groups[0].get("lr") if groups else None
 
