@@ -35,6 +35,7 @@ from spikebench.config.schema import (
     ScheduleConfig,
     SpikeConfig,
     TrainConfig,
+    WarningConfig,
 )
 
 __all__ = [
@@ -42,6 +43,6 @@ __all__ = [
     "DataConfig",
     "FaultConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "ResponseConfig",
     "RunConfig",
-    "ScheduleConfig", "SpikeConfig", "TrainConfig", "build", "check_depth", "off_value", "optional_key", "from_dict", "load", "load_toml",
+    "ScheduleConfig", "SpikeConfig", "TrainConfig", "WarningConfig", "build", "check_depth", "off_value", "optional_key", "from_dict", "load", "load_toml",
     "parse_override", "regular_file", "resolve", "resolve_flat", "value_at",
 ]

@@ -185,6 +185,32 @@ class ResponseConfig:
 
 
 @dataclass
+class WarningConfig:
+    # An early warning of a spike (docs/monitoring.md#early-warning): the rule of
+    # spikebench.precursors.rule on a logged signal, fed at each read-back; "" (the
+    # default): no rule. A key ending in /* reads the max over its per-layer keys.
+    signal: str = ""
+    window: int = field(default=32, metadata=_rng(4))
+    threshold: float = 6.0
+    transform: Literal["log", "none"] = "log"
+    scale: Literal["noise", "spread"] = "noise"
+    min_sigma: float = field(default=0.01, metadata=_rng(0.0, lo_open=True))
+    warmup: int = field(default=0, metadata=_rng(0))
+    two_sided: bool = False
+    # What the run does on a warning: record it only ("log"), or also scale the LR by
+    # lr_factor for the next lr_steps steps ("lower_lr"; a warning inside them extends them).
+    response: Literal["log", "lower_lr"] = "log"
+    lr_factor: float = field(default=0.5, metadata=_rng(0.0, 1.0, lo_open=True, hi_open=True))
+    lr_steps: int = field(default=50, metadata=_rng(1))
+
+    def rule(self) -> dict[str, Any]:
+        """The rule's fields (spikebench.precursors.rule.WarningRule's), for building it."""
+        d = dataclasses.asdict(self)
+        return {k: d[k] for k in ("signal", "window", "threshold", "transform", "scale",
+                                  "min_sigma", "warmup", "two_sided")}
+
+
+@dataclass
 class TrainConfig:
     steps: int = field(default=300, metadata=_rng(1))
     # A budget in tokens instead of steps: steps = ceil(tokens / (batch_size * seq_len)),
@@ -245,6 +271,7 @@ class Config:
     response: ResponseConfig = field(default_factory=ResponseConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
+    warning: WarningConfig = field(default_factory=WarningConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def check(self) -> None:
@@ -316,6 +343,15 @@ class Config:
                             f"read-back interval (train.log_every = {self.train.log_every}), "
                             "so no kept state could predate a detected onset; make every x "
                             "ring larger")
+        w = self.warning
+        if w.signal.strip("/*") == "" and (w.signal or w.response != "log"):
+            raise UserError(f"warning.signal = {w.signal!r}: must name a logged metric (e.g. "
+                            '"optim/grad_norm", "probe/attn_logit_max/*") for warning.response '
+                            f"= {w.response!r}")
+        if w.response == "lower_lr" and self.train.nproc > 1:
+            raise UserError('warning.response = "lower_lr": single-process runs only (rank 0 '
+                            f"reads the warning; train.nproc = {self.train.nproc} ranks would "
+                            "need it broadcast)")
         if self.response.kind == "skip_step" and self.precision.mode == "fp16":
             raise UserError('response.kind = "skip_step": not with precision.mode = "fp16", '
                             "whose loss scaler decides which steps it skips; use fp32 or bf16")

@@ -73,6 +73,7 @@ def carry_over(src: Path | None, dst: Path) -> str:
 def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool,
                 main_rank: bool) -> dict:
     """Train (or resume, or take over finished) one seed of the trial: its summary."""
+    from spikebench.api.engine_warning import sinks_for
     from spikebench.train.loop import train
 
     run_dir = trial_dir / L.seed_name(seed)
@@ -81,7 +82,7 @@ def _train_seed(job: dict, trial_dir: Path, seed: int, parent: int, report: bool
         return json.loads((run_dir / L.SUMMARY_JSON).read_text())
     cfg = cfgmod.from_dict(job["config"])
     cfg.train.seed = seed
-    sinks = [_ParentWatch(parent)] + ([_Report(seed)] if report else [])
+    sinks = [_ParentWatch(parent)] + ([_Report(seed)] if report else []) + sinks_for(cfg)
     # Checkpoints: carried over from the trial this one retries, or left by a dead helper.
     resume = (run_dir / "checkpoints").is_dir()
     return train(cfg, run_dir=run_dir, sinks=sinks if main_rank else [], resume=resume)

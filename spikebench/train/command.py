@@ -3,7 +3,7 @@
 
 :func:`run_train` is what :mod:`spikebench.cli` dispatches to. The live metrics endpoint
 sits above this package (:mod:`spikebench.live` imports it), so the command line hands in
-its checks and its sink as callables.
+its checks and its sink as callables, and so does the ``[warning]`` table's sink.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from spikebench.study import layout as L
 
 
 def run_train(args: argparse.Namespace, *, check_metrics: Callable[[], None],
-              live_sinks: Callable[[], list[Any]]) -> int:
+              live_sinks: Callable[[], list[Any]],
+              warning_sinks: Callable[[Any], list[Any]] = lambda cfg: []) -> int:
     """Train as the parsed command line says; the exit code. ``check_metrics()`` refuses
     what ``--metrics-port`` would (run for ``--dry-run`` too); ``live_sinks()`` gives the
-    sinks that serve it, asked for on the main rank only."""
+    sinks that serve it, asked for on the main rank only; ``warning_sinks(cfg)`` the sink
+    of the config's ``[warning]`` table (:mod:`spikebench.api.engine_warning`)."""
     run_dir = None
     if args.resume is not None:
         if args.config or args.overrides:
@@ -65,7 +67,7 @@ def run_train(args: argparse.Namespace, *, check_metrics: Callable[[], None],
     main_rank = from_env().main  # data-parallel: only rank 0 shows progress and exports
     sinks = [ProgressBar(cfg.train.steps)] if cfg.train.progress and main_rank else []
     if main_rank:
-        sinks += live_sinks()
+        sinks += live_sinks() + warning_sinks(cfg)
     try:
         summary = train(cfg, run_dir=run_dir, sinks=sinks, resume=run_dir is not None)
     finally:

@@ -183,6 +183,12 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         guard.mode = None
     compiling = choose(t.compile, device)
     check_world(cfg, dist)
+    # Sinks that act ([warning]: spikebench.api.engine_warning) see each record before the
+    # others, and scale the LR; the rule sits above this package, so callers hand it in.
+    acting = [s for s in sinks if hasattr(s, "lr_factor")]
+    if cfg.warning.signal and dist.main and not acting:
+        raise UserError("warning.signal is set, but this caller of train() gave no warning "
+                        "sink (spikebench.api.engine_warning.sinks_for(cfg))")
     if t.threads or dist.world > 1:  # a trial's threads (or the cores) shared by its ranks
         torch.set_num_threads(max(1, (t.threads or os.cpu_count() or 1) // dist.local_world))
     # An automatic cleaning cache lives in the output folder: beside the run folder.
@@ -266,6 +272,8 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
             rec[M.SPIKE_WITHDRAWN] = monitor.n_withdrawn(M.TRAIN_LOSS)
             if rec is records[-1]:  # once per read-back: the process's memory
                 rec.update(memory(device))
+            for a in acting:
+                a.observe(rec)
             for s in sinks:
                 s.write(rec)
         log.flush()  # once per read-back: live readers (a sweep's metrics) see these rows
@@ -311,6 +319,8 @@ def _train(cfg: Config, run_dir: str | Path | None, sinks: Sequence[Sink], *, re
         i = rollback.batch(position) if rollback else position - 1  # the batch index
         lr = lr_at(position - 1, cfg, shocked, at=step - 1) * (
             rollback.lr_factor(position) if rollback else 1.0)
+        for a in acting:
+            lr *= a.lr_factor(step)
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = stream.batch(i)  # the global batch; this rank trains its rows
