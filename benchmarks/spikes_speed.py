@@ -1,8 +1,16 @@
 """How long ``spikebench spikes`` takes on long logs (issue 37: 200k rows took 14.5 s and 2M
-rows did not finish in 120 s), and that the fast path's output is the per-row path's.
+rows did not finish in 120 s), against pandas' ``read_csv`` of the same file (issue 45: the
+goal is at most 2x), and that the fast path's output is the per-row path's.
 
     .venv/bin/python benchmarks/spikes_speed.py [--rows 2000000] [--small 200000] [--repeat 3]
-        [--format csv|jsonl]
+        [--format csv|jsonl] [--pairs 0]
+
+``--pairs N`` (6 or more for an interval) instead times ``spikebench spikes LOG --json``
+against ``python -c "import pandas; pandas.read_csv(LOG)"`` as whole processes, N pairs in
+alternating order after a warm-up pair, on each log, and prints the ratio of their mean
+times with its exact 95% sign-flip interval over the pairs, in wall seconds and in the
+children's CPU seconds (user + system: what a shared machine's other work does not
+lengthen). The old per-row path is not timed then.
 
 Writes synthetic CSV logs (``spikebench.spikes.synthetic.generate``: step, loss, grad_norm)
 of ``--rows`` and ``--small`` rows to a temporary folder (not timed), then times
@@ -16,6 +24,9 @@ that both print the same JSON, and prints the ratio. No assertion on time: a mea
 from __future__ import annotations
 
 import argparse
+import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +68,44 @@ def timed(argv: list[str], repeat: int) -> tuple[float, str]:
     return best, out
 
 
+PANDAS = "import sys, pandas; pandas.read_csv(sys.argv[1])"
+
+
+def one_process(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one run of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def paired(log: Path, pairs: int) -> None:
+    """``spikebench spikes`` against pandas' ``read_csv`` of ``log``, whole processes."""
+    from spikebench.report.exact import relative_interval
+
+    py = sys.executable
+    ours = [py, "-m", "spikebench", "spikes", str(log), "--json"]
+    theirs = [py, "-c", PANDAS, str(log)]
+    one_process(ours), one_process(theirs)  # warm-up pair: the page cache, .pyc files
+    got: dict[str, list[tuple[float, float]]] = {"ours": [], "pandas": []}
+    for r in range(pairs):
+        order = ("ours", "pandas") if r % 2 == 0 else ("pandas", "ours")
+        for who in order:
+            got[who].append(one_process(ours if who == "ours" else theirs))
+    for i, clock in enumerate(("wall", "cpu")):
+        a = [x[i] for x in got["ours"]]
+        b = [x[i] for x in got["pandas"]]
+        ci = relative_interval(a, b)
+        interval = (f"no interval: {ci.why}" if ci.lo is None else
+                    f"95% interval {1 + ci.lo:.2f} to {1 + ci.hi:.2f}, {ci.method}")
+        print(f"  {clock:4s}: spikebench spikes {statistics.fmean(a):.2f} s, pandas read_csv "
+              f"{statistics.fmean(b):.2f} s (means of {pairs}): ratio "
+              f"{statistics.fmean(a) / statistics.fmean(b):.2f} ({interval}; goal <= 2)")
+        print("        runs: " + ", ".join(f"{x:.2f}/{y:.2f}" for x, y in zip(a, b, strict=True)))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=2_000_000, help="rows of the long log")
@@ -65,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="fast-path runs per log (best kept)")
     p.add_argument("--format", choices=("csv", "jsonl"), default="csv",
                    help="the logs' format (default: csv)")
+    p.add_argument("--pairs", type=int, default=0,
+                   help="time against pandas' read_csv, this many pairs of processes per log")
     args = p.parse_args(argv)
     py = sys.executable
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="spikes-speed-") as tmp:
         logs = {n: Path(tmp) / f"log-{n}.{args.format}" for n in (args.small, args.rows)}
         for n, path in logs.items():
@@ -74,6 +126,13 @@ def main(argv: list[str] | None = None) -> int:
             write_log(path, n)
             print(f"wrote {n:,} rows ({path.stat().st_size / 1e6:.0f} MB) in "
                   f"{time.perf_counter() - t0:.1f} s (not timed)", file=sys.stderr)
+        if args.pairs:
+            for n, path in logs.items():
+                print(f"{n:,} rows, {args.pairs} pairs of processes:")
+                paired(path, args.pairs)
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+                  file=sys.stderr)
+            return 0
         fast = {}
         for n, path in logs.items():
             fast[n] = timed([py, "-m", "spikebench", "spikes", str(path), "--json"],

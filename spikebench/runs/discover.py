@@ -27,9 +27,7 @@ characters are escaped, and a name that repeats gets `` (2)``, `` (3)``.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +36,7 @@ from spikebench.runs import hf, lightning, long_csv, mlflow, plain, tensorboard,
 from spikebench.runs.columns import MissingColumn
 from spikebench.runs.detect import detect_file, detect_folder
 from spikebench.runs.model import RunLog
-from spikebench.runs.text import check_file
+from spikebench.runs.text import is_dir
 from spikebench.study import layout as L
 
 LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
@@ -50,22 +48,6 @@ class Found:
     runs: list[RunLog]
     single: bool  # the path given is one run (a file, or a run folder): shown in full
     skipped: list[str] = field(default_factory=list)  # "<path> (why)", files not read
-
-
-def is_dir(p: Path) -> bool:
-    """Whether ``p`` is a folder; anything else that is not a regular file is refused by
-    :func:`check_file` (a FIFO would block, a device never end)."""
-    try:
-        st = p.stat()
-    except OSError as e:
-        if e.errno == errno.ENAMETOOLONG:
-            raise UserError(f"{p}: file name too long") from None
-        check_file(p)  # its one-line refusal (no such file, cannot read)
-        raise
-    if stat.S_ISDIR(st.st_mode):
-        return True
-    check_file(p)
-    return False
 
 
 def _printable(name: str) -> str:

@@ -69,13 +69,15 @@ def _spikes_input(args: argparse.Namespace):
     """(the log to score, None) for a plain CSV/JSONL file, read by the fast reader as
     before; else (the one run's log, or None, and what :mod:`spikebench.runs` found)."""
     from spikebench.runs.detect import FLAT, detect_file
-    from spikebench.runs.discover import discover, is_dir
-    from spikebench.runs.table import to_log
-    from spikebench.runs.text import read_log
+    from spikebench.runs.text import is_dir, read_log
 
     path = Path(args.file)
     if not is_dir(path) and args.target_loss is None and detect_file(path) in FLAT:
         return read_log(path, args.metric, args.grad_metric, args.step), None
+    # Every format's reader, imported only here: a plain log needs none of them.
+    from spikebench.runs.discover import discover
+    from spikebench.runs.table import to_log
+
     found = discover(path, step=args.step, metric=args.metric, grad_metric=args.grad_metric)
     for line in found.skipped:
         print(f"spikebench spikes: note: skipped {line}", file=sys.stderr)

@@ -64,6 +64,22 @@ def check_file(path: Path) -> None:
         raise UserError(f"{path}: is {kind}, expected a CSV or JSONL log file")
 
 
+def is_dir(p: Path) -> bool:
+    """Whether ``p`` is a folder; anything else that is not a regular file is refused by
+    :func:`check_file` (a FIFO would block, a device never end)."""
+    try:
+        st = p.stat()
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise UserError(f"{p}: file name too long") from None
+        check_file(p)  # its one-line refusal (no such file, cannot read)
+        raise
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    check_file(p)
+    return False
+
+
 class LineTooLong(ValueError):
     """A line past ``MAX_LINE`` characters; ``number`` is its line number."""
 

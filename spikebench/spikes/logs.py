@@ -100,13 +100,16 @@ def make_frame(step, loss, grad, grad_missing, injected) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    out = pd.DataFrame({"step": np.asarray(step, dtype=float),
-                        "loss": np.asarray(loss, dtype=float)})
+    cols = {"step": np.asarray(step, dtype=float).astype("int64"),
+            "loss": np.asarray(loss, dtype=float)}
     if grad is not None:
-        out["grad_norm"] = np.asarray(grad, dtype=float)
-        out["grad_norm_missing"] = np.asarray(grad_missing, dtype=bool)
+        cols["grad_norm"] = np.asarray(grad, dtype=float)
+        cols["grad_norm_missing"] = np.asarray(grad_missing, dtype=bool)
     if injected is not None:
-        out["injected"] = np.asarray(injected, dtype=bool)
-    out["step"] = out["step"].astype("int64")
+        cols["injected"] = np.asarray(injected, dtype=bool)
+    out = pd.DataFrame(cols, copy=False)  # one call: no column added to a frame one by one
+    s = out["step"].to_numpy()
+    if (s[1:] > s[:-1]).all():  # in order, no step twice (a plain log): nothing to do
+        return out
     out = out.sort_values("step", kind="stable").drop_duplicates("step", keep="last")
     return out.reset_index(drop=True)

@@ -11,6 +11,7 @@ arithmetic rounds as Python floats do; ``np.partition`` and ``np.sort`` pick the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -25,6 +26,10 @@ SQRT2 = math.sqrt(2.0)
 PLAIN_SUM = sum([1e16, 1.0, -1e16]) == 0.0
 # Elements per chunk where windows are copied out: small enough to stay in cache.
 CHUNK_ELEMS = 1 << 16
+# Longest window whose medians a sorting network takes (its compare-exchanges grow as
+# n log^2 n: past this a sort per window is as fast).
+NETWORK_MAX = 16
+NETWORK_CHUNK = 1 << 14  # windows per piece: its columns stay in cache
 
 
 def pymax(a, b):
@@ -85,6 +90,9 @@ def trend_slope(values: Sequence[float]) -> float:
 
 def medians(a: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
     """:func:`median` of ``a[e - length:e]`` for each ``e`` in ``ends``."""
+    if 1 < length <= NETWORK_MAX and len(ends) > 1 and (np.diff(ends) == 1).all() and not (
+            np.isnan(a).any()):  # consecutive windows, no NaN (a network would spread it)
+        return _network_medians(a, int(ends[0]), len(ends), length)
     out = np.empty(len(ends))
     h = length // 2
     view = sliding_window_view(a, length)
@@ -94,6 +102,47 @@ def medians(a: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
         w = np.sort(view[ends[c:c + step] - length], axis=1)
         out[c:c + step] = w[:, h] if length % 2 else 0.5 * (w[:, h - 1] + w[:, h])
     return out
+
+
+def _network_medians(a: np.ndarray, first: int, m: int, length: int) -> np.ndarray:
+    """:func:`medians` at the consecutive ends ``first .. first + m - 1``: a sorting network
+    run on whole columns (window position j is ``a`` shifted by j), so each compare-exchange
+    is one ``np.minimum`` and one ``np.maximum`` over all windows instead of a sort per
+    window. The middle values are the sorted window's (without NaN; only a zero's sign
+    could land elsewhere, and the median compares alike either way)."""
+    h, net = length // 2, _median_network(length)
+    out = np.empty(m)
+    for c in range(0, m, NETWORK_CHUNK):  # in pieces that stay in cache
+        k = min(NETWORK_CHUNK, m - c)
+        start = first - length + c
+        cols = [a[start + j:start + j + k] for j in range(length)]
+        for i, j in net:
+            cols[i], cols[j] = np.minimum(cols[i], cols[j]), np.maximum(cols[i], cols[j])
+        out[c:c + k] = cols[h] if length % 2 else 0.5 * (cols[h - 1] + cols[h])
+    return out
+
+
+@functools.cache
+def _median_network(n: int) -> tuple[tuple[int, int], ...]:
+    """The compare-exchanges of Batcher's merge-exchange sort of ``n`` wires (Knuth, TAOCP
+    5.2.2, Algorithm M) that the middle wires depend on (the rest dropped)."""
+    pairs = []
+    t = (n - 1).bit_length()
+    p = 1 << (t - 1)
+    while p > 0:
+        q, r, d = 1 << (t - 1), 0, p
+        while True:
+            pairs += [(i, i + d) for i in range(n - d) if i & p == r]
+            if q == p:
+                break
+            d, q, r = q - p, q >> 1, p
+        p >>= 1
+    need, kept = {n // 2, (n - 1) // 2}, []
+    for i, j in reversed(pairs):
+        if i in need or j in need:
+            kept.append((i, j))
+            need |= {i, j}
+    return tuple(reversed(kept))
 
 
 def mad_sigmas(dy: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
