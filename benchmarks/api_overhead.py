@@ -10,6 +10,7 @@ the API's calls per step with the ratio it implies (its worst run over the faste
 as the bound).
 
     python benchmarks/api_overhead.py --steps 200 --repeats 10
+    python benchmarks/api_overhead.py --warning grad_norm   # with an early-warning rule
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from spikebench.report.exact import relative_interval
 from spikebench.train.setup import resolve_device
 
 
-def api_loop(cfg, corpus, device, sync_every: int) -> tuple[float, float]:
+def api_loop(cfg, corpus, device, sync_every: int, warning: str | None = None
+             ) -> tuple[float, float]:
     """The bare loop logging to a run: seconds per step, the run's finish included, and of
     those the seconds spent inside ``run.log`` and ``run.finish`` (the API's own host
     work, timed around each call: far less noisy than a difference of two loops)."""
@@ -42,7 +44,8 @@ def api_loop(cfg, corpus, device, sync_every: int) -> tuple[float, float]:
         inside += time.perf_counter() - t
 
     with tempfile.TemporaryDirectory() as d:
-        run = spikebench.init(run_dir=f"{d}/run", sync_every=sync_every, device=device)
+        run = spikebench.init(run_dir=f"{d}/run", sync_every=sync_every, device=device,
+                              warning={"signal": warning} if warning else None)
         per_step = bare_loop(cfg, corpus, device, on_step=log)
         t0 = time.perf_counter()
         run.finish()  # the last read-back, the summary and its scores count too
@@ -56,6 +59,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--sync-every", type=int, default=10)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--warning", metavar="SIGNAL", help="run.log with an early-warning rule "
+                    "on this logged metric (the rule's default fields), e.g. grad_norm")
     args = ap.parse_args()
     cfg = cfgmod.load(None, [f"train.steps={args.steps}", *args.overrides])
     device = resolve_device(cfg.train.device)
@@ -65,18 +70,19 @@ def main() -> None:
     short = cfgmod.from_dict(cfg.to_dict())
     short.train.steps = min(20, cfg.train.steps)
     bare_loop(short, corpus, device)  # warm-up pair: lazy imports, first allocations
-    api_loop(short, corpus, device, args.sync_every)
+    api_loop(short, corpus, device, args.sync_every, args.warning)
     bare, api, inside = [], [], []
     for _ in range(args.repeats):
         bare.append(bare_loop(cfg, corpus, device))
-        total, own = api_loop(cfg, corpus, device, args.sync_every)
+        total, own = api_loop(cfg, corpus, device, args.sync_every, args.warning)
         api.append(total)
         inside.append(own)
     b, a = statistics.fmean(bare), statistics.fmean(api)
     ci = relative_interval(api, bare)
     print(f"device {device}, torch threads {torch.get_num_threads()}, model "
           f"{cfg.model.preset}, batch {cfg.data.batch_size}x{cfg.data.seq_len}, "
-          f"{args.steps} steps x {args.repeats} pairs, sync every {args.sync_every}")
+          f"{args.steps} steps x {args.repeats} pairs, sync every {args.sync_every}, "
+          f"warning rule {'on ' + args.warning if args.warning else 'off'}")
     print(f"bare loop      : {b * 1e3:8.2f} ms/step  (runs: "
           + ", ".join(f"{x * 1e3:.2f}" for x in bare) + ")")
     print(f"with run.log() : {a * 1e3:8.2f} ms/step  (runs: "
