@@ -211,6 +211,18 @@ NOTES = {
     "response.lr_factor": "rollback: the LR's scale for `response.cooldown` steps after it",
     "response.max_rollbacks": "rollback: at most this many per run",
     "response.skip_k": "skip_step: how many standard deviations above the mean",
+    "warning.window": "the trailing values the signal is judged against (values fed: steps, "
+                      "or probe intervals for a probe)",
+    "warning.threshold": "the robust z-score above which it warns",
+    "warning.transform": "`log`: judge the signal's log (a doubling counts the same at any "
+                         "level)",
+    "warning.scale": "sigma from the MAD of step-to-step differences (`noise`: a steady "
+                     "drift scores high) or of the values (`spread`)",
+    "warning.min_sigma": "a floor on sigma, in transformed units",
+    "warning.warmup": "values after the first full window that never warn",
+    "warning.two_sided": "a fall warns as well as a rise",
+    "warning.lr_factor": "lower_lr: the LR's scale after a warning",
+    "warning.lr_steps": "lower_lr: steps at the lowered LR after a warning",
     "train.steps": "the run's length in steps (or set `train.tokens`)",
     "train.seed": "derives every random stream: init, dropout, data order, faults",
     "train.device": "`auto`, `cpu`, `cuda` or an existing `cuda:N`",
