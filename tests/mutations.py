@@ -146,6 +146,10 @@ MUTATIONS = (
     Mutation("live metrics never count a spike event", "spikebench/live/exporter.py",
              "            if new > 0:", "            if False:",
              ("tests/live/test_exporter.py",)),
+    Mutation("a warning's lowered LR is never applied", "spikebench/train/loop.py",
+             "lr *= a.lr_factor(step)", "lr *= 1.0",
+             ("tests/responses/test_warning_response.py::"
+              "test_the_loop_lowers_the_lr_after_a_warning_and_a_resume_does_the_same",)),
     Mutation("the bench judges a regression without the minimum effect",
              "spikebench/bench/compare.py", 'worse <= level and effect >= min_effect',
              "worse <= level", ("tests/bench/test_compare.py",)),
