@@ -32,7 +32,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         return [PrometheusSink(exporter)]
 
-    return run_train(args, check_metrics=lambda: _check_metrics(args), live_sinks=live_sinks)
+    def warning_sinks(cfg) -> list:  # the [warning] table's: the rule sits above train
+        from spikebench.api.engine_warning import sinks_for
+
+        return sinks_for(cfg)
+
+    return run_train(args, check_metrics=lambda: _check_metrics(args), live_sinks=live_sinks,
+                     warning_sinks=warning_sinks)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

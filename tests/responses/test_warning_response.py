@@ -108,3 +108,27 @@ def test_a_bad_warning_table_is_refused_at_load_in_one_line(over, match):
     with pytest.raises(UserError, match=match) as e:
         c.load(None, over)
     assert "\n" not in str(e.value)
+
+
+def test_spikebench_train_hands_the_warning_table_to_the_loop(tmp_path):
+    from spikebench.cli import main
+
+    sets = [a for o in [*TINY, f"run.out_dir={tmp_path}", "run.name=r"] for a in ("--set", o)]
+    assert main(["train", *sets]) == 0
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["warnings"]["n"] >= 1 and summary["warnings"]["rule"]["window"] == 16
+
+
+def test_a_sweep_trial_hands_the_warning_table_to_the_loop(tmp_path):
+    from spikebench.cli import main
+
+    sweep = tmp_path / "warn.toml"
+    sweep.write_text('[study]\nname = "warn"\nobjective = "multi"\ntarget_loss = 3.3\nseeds = [0]\ntrials = 1\n'
+                     "\n[config]\n" + "\n".join(
+                         f"{k} = {v if v[0].isdigit() or v in ('false', 'true') else repr(v)}"
+                         for k, v in (o.split("=", 1) for o in TINY)) + "\n"
+                     '\n[space]\n"schedule.min_lr_ratio" = { low = 0.1, high = 0.2 }\n')
+    assert main(["sweep", str(sweep), "--results", str(tmp_path / "results")]) == 0
+    summaries = list((tmp_path / "results").rglob("summary.json"))
+    assert summaries and all(json.loads(p.read_text())["warnings"]["n"] >= 1
+                             for p in summaries)
