@@ -19,6 +19,7 @@ from spikebench.spikes.rule_base import GRAD_NORM, LOSS, Rule, Unsupported
 
 # Rows over which the default rule recomputes its sigma on every row (it moves fast early).
 EXACT_UNTIL = 64
+LOG_PIECE = 1 << 15  # values whose logarithms are taken at a time over a whole series
 
 
 class DefaultRule(Rule):
@@ -202,8 +203,7 @@ class DefaultStats:
         n = len(x)
         self.rule, self.n = rule, n
         if rule.log:
-            clamped = np.where(1e-30 > x, 1e-30, x)
-            self.y = np.fromiter(map(math.log, clamped.tolist()), float, n)
+            self.y = _logs(np.where(1e-30 > x, 1e-30, x))
         else:
             self.y = x.copy()
         self.dy = np.diff(self.y)
@@ -217,17 +217,16 @@ class DefaultStats:
         mp = rule.min_periods
         if rule.kind == LOSS and n > 1:  # the jump rule, before the robust window exists
             j = np.arange(1, min(mp, n))
-            self.score[j] = x[j] - np.minimum.accumulate(x)[j - 1]
+            self.score[j] = x[j] - np.minimum.accumulate(x[:mp])[j - 1]
             self.spike[j] = rule._jumped(self.score[j])
         if n <= mp:
             return
-        rows = np.arange(mp, n)
         lw = rule.level_window
-        full = rows[rows >= lw]
+        full = np.arange(max(mp, lw), n)
         self.level[full] = medians(self.y, full, lw)
-        for i in rows[rows < lw]:  # a level window still filling (min_periods < level_window)
+        for i in range(mp, min(lw, n)):  # a level window still filling (min_periods < lw)
             self.level[i] = median(self.y[:i].tolist())
-        raw = self._raw_sigma(rows)
+        raw = self._raw_sigma()
         level = self.level[mp:]
         with np.errstate(all="ignore"):
             sig = rule._floored(raw, level)
@@ -235,7 +234,7 @@ class DefaultStats:
             self.score[mp:] = (self.y[mp:] - level) / sig
         self.spike[mp:] = rule._spike(self.score[mp:])
 
-    def _raw_sigma(self, rows: np.ndarray) -> np.ndarray:
+    def _raw_sigma(self) -> np.ndarray:
         """``DefaultRule.sig`` at each robust row, recomputed when ``_refresh`` says."""
         rule, n, dy = self.rule, self.n, self.dy
         w, every, mp = rule.window, rule.sigma_every, rule.min_periods
@@ -265,4 +264,15 @@ class DefaultStats:
                 held = np.take_along_axis(comp, np.minimum(np.arange(every - 1), first[:, None]),
                                           axis=1)
                 raw[block[inside]] = held[inside]
-        return raw[rows]
+        return raw[mp:]
+
+
+def _logs(x: np.ndarray) -> np.ndarray:
+    """``math.log`` of each value, as the online rule takes it (numpy's ``log`` differs in
+    the last bit for some values), a piece at a time so that its Python floats reuse the
+    same memory."""
+    out = np.empty(len(x))
+    for c in range(0, len(x), LOG_PIECE):
+        piece = x[c:c + LOG_PIECE]
+        out[c:c + len(piece)] = np.fromiter(map(math.log, piece.tolist()), float, len(piece))
+    return out

@@ -9,6 +9,8 @@ import numpy as np
 
 from spikebench.spikes.robust import PLAIN_SUM, pymax
 
+BLOCK_ELEMS = 1 << 16  # pushes whose running sums are computed at a time
+
 
 class Ring:
     """Fixed-capacity ring buffer over a preallocated list; ``push`` returns the evicted value."""
@@ -151,14 +153,23 @@ def _block_sums(terms: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """A running sum after each push; ``terms`` is (blocks, size), ``exact`` the
     recomputed sum at the end of each complete block."""
     nb, size = terms.shape
-    t = np.empty((nb, 1 + 2 * size))
-    t[0, 0] = 0.0
-    t[1:, 0] = exact[: nb - 1] if nb > 1 else []
-    t[:, 1::2] = terms
-    # The value pushed out `size` pushes earlier; the first block evicts nothing, and
-    # adding -0.0 changes no sum.
-    t[0, 2::2] = -0.0
-    t[1:, 2::2] = -terms[:-1]
-    run = np.cumsum(t, axis=1)[:, 2::2]
-    run[: len(exact), -1] = exact  # the push that fills a block recomputes the sums
-    return run.reshape(-1)
+    out = np.empty((nb, size))
+    # Blocks are independent given the exact sums: a few at a time, so the interleaved
+    # terms and their cumsum stay small instead of twice the series.
+    step = max(1, BLOCK_ELEMS // size)
+    for a in range(0, nb, step):
+        b = min(nb, a + step)
+        t = np.empty((b - a, 1 + 2 * size))
+        t[:, 1::2] = terms[a:b]
+        # Each block starts from the exact sum of the one before and evicts the value
+        # pushed `size` pushes earlier; the first block evicts nothing, and adding -0.0
+        # changes no sum.
+        if a == 0:
+            t[0, 0] = 0.0
+            t[0, 2::2] = -0.0
+        lo = max(a, 1)
+        t[lo - a:, 0] = exact[lo - 1:b - 1]
+        t[lo - a:, 2::2] = -terms[lo - 1:b - 1]
+        out[a:b] = np.cumsum(t, axis=1)[:, 2::2]
+    out[: len(exact), -1] = exact  # the push that fills a block recomputes the sums
+    return out.reshape(-1)

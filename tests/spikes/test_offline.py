@@ -235,7 +235,25 @@ def test_rolling_moments_bit_for_bit(size, offset):
         assert (mean[i], sd[i]) == (mom.mean(), mom.std())
 
 
-def test_default_rule_scores_bit_for_bit():
+@pytest.mark.parametrize("block_elems", [1, 250])
+def test_rolling_moments_in_pieces_bit_for_bit(monkeypatch, block_elems):
+    """Running sums a few blocks at a time (pieces of 1 and of 2 blocks here) are those of
+    the pushes."""
+    import spikebench.spikes.rolling as rolling
+
+    monkeypatch.setattr(rolling, "BLOCK_ELEMS", block_elems)
+    x = 3.0 + np.random.default_rng(5).standard_normal(1037) * 0.1
+    mean, sd = RollingMoments.series(x, 100)
+    mom = RollingMoments(100)
+    for i, v in enumerate(x.tolist()):
+        mom.push(v)
+        assert (mean[i], sd[i]) == (mom.mean(), mom.std())
+
+
+def test_default_rule_scores_bit_for_bit(monkeypatch):
+    import spikebench.spikes.default_rule as default_rule
+
+    monkeypatch.setattr(default_rule, "LOG_PIECE", 7)  # logarithms taken in many pieces
     y = noise(3000, seed=9)
     y[1000:1400] = y[1000]  # sigma 0 over a full window, then growing row by row
     y[1600:1620] = y[1600]
