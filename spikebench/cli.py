@@ -58,6 +58,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = run_sweep(spec, results=args.results, jobs=args.jobs, storage=args.storage,
                     metrics=_exporter(args))
     print(f"{out['done']}/{out['total']} trials done; table: {out['trials_csv']}")
+    if out["all_failed"]:  # the work failed (1), not the input (2)
+        print(f"spikebench sweep: {out['all_failed']}", file=sys.stderr)
+        return 1
     return 0
 
 

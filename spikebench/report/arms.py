@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spikebench.report.data import Study, TrialRecord
+from spikebench.report.data import Study, TrialRecord, trial_seed_numbers
 from spikebench.values import finite
 
 NO_COMPARISON = ("this study has no designed comparison (no [comparison] table in its sweep "
@@ -134,3 +134,19 @@ def classify_arm(study: Study, arm: str) -> dict[str, Any]:
     if len({f[0] for f in known}) == 1:
         return {"key": known[0][0], "label": known[0][1], "changes": changes}
     return {"key": "combo", "label": " + ".join(f[1] for f in known), "changes": changes}
+
+
+def unfinished_status(study: Study, arm: str) -> str:
+    """What the strategy table says of a declared arm with no completed trial, so every
+    arm the comparison declared has its row: pruned (where, and how many of its seeds
+    ran: the pruner stops a trial while its first seed trains), or its trials' states."""
+    trials = [t for t in study.trials if t.arm == arm]
+    pruned = [t for t in trials if t.state == "PRUNED"]
+    if pruned:
+        t = pruned[-1]
+        step = t.attrs.get("pruned_at_step")
+        ran = len(trial_seed_numbers(t)) or 1
+        return (f"pruned{f' at step {step}' if isinstance(step, int) else ''}: {ran} of "
+                f"{len(study.seeds) or ran} seeds run")
+    states = sorted({t.state.lower() for t in trials})
+    return "not run yet" if not states else "no completed trial (" + ", ".join(states) + ")"

@@ -155,7 +155,7 @@ def render_html(report: Report, images: dict[str, bytes] | None = None) -> str:
     """The whole report as one page; ``images`` maps plot names to PNG bytes."""
     images = images or {}
     blocks = document(report, set(images))
-    nav = " ".join(f'<a href="#{key}">{esc(title)}</a>' for key, title in headings())
+    nav = " ".join(f'<a href="#{key}">{esc(title)}</a>' for key, title in headings(report))
     parts = []
     for i, b in enumerate(blocks):
         parts.append(render_block(b, images))

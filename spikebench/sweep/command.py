@@ -185,6 +185,50 @@ class _Stop(Exception):
     pass
 
 
+def log_size(path: Path) -> int:
+    """How much a log holds now: a file's size, a folder's files' sizes summed (a
+    TensorBoard folder), the API's ``metrics.jsonl.partial`` beside a ``metrics.jsonl``
+    that is not there yet; -1 when nothing is there."""
+    paths = [path, path.with_name(path.name + ".partial")] if path.name == API_LOG else [path]
+    total = -1
+    for p in paths:
+        try:
+            if p.is_dir():
+                total = max(total, 0) + sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            elif p.exists():
+                total = max(total, 0) + p.stat().st_size
+        except OSError:  # a file rotated away while read: counted at the next look
+            pass
+    return total
+
+
+class Clock:
+    """A seed's time limits (``[trainer] timeout_s`` and ``stall_s``; 0 is none): how long
+    its command may run, and how long its log may go without growing (counted from the
+    start, so a command that never writes a row stalls too)."""
+
+    def __init__(self, trainer: dict[str, Any], log: Path):
+        self.timeout, self.stall = trainer.get("timeout_s", 0), trainer.get("stall_s", 0)
+        self.log, self.name = log, trainer["log"] or f"{API_LOG} (spikebench.init)"
+        self.start = self.grown = time.monotonic()
+        self.size = log_size(log) if self.stall else -1
+
+    def expired(self) -> str:
+        """Why the command must stop now ("" while it may go on)."""
+        now = time.monotonic()
+        then = " (stopped: SIGTERM, then SIGKILL after grace_s)"
+        if self.timeout and now - self.start >= self.timeout:
+            return f"timed out: still running after timeout_s = {self.timeout:g} s" + then
+        if self.stall:
+            size = log_size(self.log)
+            if size != self.size:
+                self.size, self.grown = size, now
+            elif now - self.grown >= self.stall:
+                return (f"stalled: its log {self.name!r} did not grow for stall_s = "
+                        f"{self.stall:g} s" + then)
+        return ""
+
+
 _proc: subprocess.Popen | None = None
 _grace = 10.0
 
@@ -245,22 +289,28 @@ def run_seed(job: dict[str, Any], trial_dir: Path, seed: int, report: bool) -> d
     follow = None
     if report and log is None:  # the API writes metrics.jsonl.partial until it finishes
         follow = Tail(run_dir / API_LOG, before=run_dir / (API_LOG + ".partial"))
-    with open(run_dir / "stdout.log", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
+    with open(run_dir / "stdout.log", "ab") as out, open(run_dir / L.STDERR, "ab") as err:
         try:
             _proc = subprocess.Popen(argv, cwd=run_dir, env=seed_env(job, trial_dir, run_dir, seed),
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                      start_new_session=True, preexec_fn=kill_with_parent)
-        except OSError as e:
-            raise _Stop(f"cannot start {argv[0]!r}: {e.strerror or e}") from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in an argument
+            raise _Stop(f"cannot start {argv[0]!r}: {getattr(e, 'strerror', None) or e}"
+                        ) from None
+        clock = Clock(t, log if log is not None else run_dir / API_LOG)
         while _proc.poll() is None:
             _poll(live, follow, report, seed)
+            why = clock.expired()
+            if why:  # a hung or stalled command: stopped, its seed failed, the sweep goes on
+                stop(_proc, float(t["grace_s"]))
+                raise _Stop(why)
             time.sleep(POLL_S)
     _poll(live, follow, report, seed, final=True)
     if live is not None:
         live.close()
     code = _proc.returncode
     if code != 0:
-        last = _last_line(run_dir / "stderr.log")
+        last = _last_line(run_dir / L.STDERR)
         how = f"exit code {code}" if code > 0 else f"killed by signal {-code}"
         raise _Stop(f"{how}: {last}" if last else f"{how} (nothing on its stderr)")
     if (run_dir / L.SUMMARY_JSON).is_file():
@@ -321,6 +371,16 @@ def reap(folder: Path) -> int:
     return n
 
 
+def note(run_dir: Path, line: str) -> None:
+    """Why a seed failed, as the last line of its own ``stderr.log`` (beside what the
+    command wrote there), where the sweep's all-failed line points."""
+    try:
+        with open(run_dir / L.STDERR, "a") as f:
+            f.write(line + "\n")
+    except OSError:  # its folder is gone or full: the trial's error still says it
+        pass
+
+
 def run(trial_dir: Path) -> int:
     global _grace
     job = json.loads((trial_dir / L.TRIAL_JSON).read_text())
@@ -332,11 +392,17 @@ def run(trial_dir: Path) -> int:
                   f"{job['resume_from']}", file=sys.stderr, flush=True)
     atomic_write_json(trial_dir / "params.json", job["params"])
     results = []
+    pruned = trial_dir / PRUNE_FILE
     for i, seed in enumerate(job["seeds"]):
+        if pruned.exists():  # the sweep pruned the trial: no further seed starts
+            return 0
         try:
             summary = run_seed(job, trial_dir, seed, report=i == 0)
         except _Stop as e:
+            if pruned.exists():  # it ended as pruned (run.finish("pruned")), as it should
+                return 0
             print(f"seed {seed}: {e}", file=sys.stderr, flush=True)
+            note(trial_dir / L.seed_name(seed), f"spikebench: seed {seed} failed: {e}")
             return 1
         results.append({"seed": seed, "summary": summary,
                         "carried_over": job.get("carried_over", {}).get(str(seed), "")})

@@ -23,6 +23,7 @@ from spikebench.sweep.spec import (
     value_at,
 )
 from spikebench.sweep.spec_errors import err
+from spikebench.sweep.trainer_table import check_arm_keys, check_parameter
 
 
 def check_one_budget(path: str, base: dict[str, Any], space: list[Param],
@@ -82,6 +83,12 @@ def parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, 
     offs = None if free else space
     baseline = with_offs(flatten(table.get("baseline", {}), path=path,
                              where="comparison.baseline."), offs)
+    if free:  # a trainer's parameters: what [config], [space] and the baseline declare
+        for where, keys in (("config", base), ("space", {p.key: p.choices or p.describe() for p in space}),
+                            ("comparison.baseline", baseline)):
+            for key, value in keys.items():
+                check_parameter(path, f"{where}.{key}", key, value)
+    declared = set(base) | {p.key for p in space} | set(baseline)
     for p in space:
         if free and p.key not in baseline and p.key not in base:
             raise err(path, f"comparison.baseline.{p.key}", None,
@@ -104,7 +111,10 @@ def parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, 
             raise err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
         where = "comparison." + ("baseline" if arm == "baseline" else
                                  "recipe" if arm == "recipe" else f"arms.{json.dumps(arm)}")
-        flat = {**baseline, **with_offs(flatten(changes, path=path, where=where + "."), offs)}
+        own = with_offs(flatten(changes, path=path, where=where + "."), offs)
+        if free and arm != "baseline":
+            check_arm_keys(path, arm, where, own, declared)
+        flat = {**baseline, **own}
         if arm == "recipe" and "recipe" not in table:
             where += " (the article's recipe, run when the file declares none)"
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import re
 import signal
 import socket
 import sys
@@ -321,4 +322,28 @@ def run_sweep(spec: SweepSpec, *, results: str | Path = "results", jobs: int | N
         if ran:
             log(used.line())
         return {"study": spec.name, "dir": str(study_dir), "done": n_done, "total": total,
-                "trials_csv": str(study_dir / "trials.csv"), "utilisation": used}
+                "trials_csv": str(study_dir / "trials.csv"), "utilisation": used,
+                "all_failed": all_failed(study)}
+
+
+def all_failed(study: optuna.Study) -> str:
+    """One line when every trial that counts failed (none completed or was pruned): the
+    sweep's work failed, and the line says where to look; "" otherwise."""
+    trials = study.get_trials(deepcopy=False)
+    if not trials or any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
+        return ""
+    counted = count_done(study, trials)  # with none complete or pruned: the failed ones
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    if not counted or not failed:
+        return ""
+    first = failed[0]
+    error = str(first.user_attrs.get("error", "no error recorded"))
+    folder = Path(str(first.user_attrs.get("dir", "")))
+    log = folder / L.STDERR
+    seed = re.match(r"seed (\d+): ", error)  # a command trial's seed names its own log
+    if seed and (folder / L.seed_name(int(seed[1])) / L.STDERR).is_file():
+        log = folder / L.seed_name(int(seed[1])) / L.STDERR
+    where = f"; its log: {log}" if first.user_attrs.get("dir") and log.is_file() else ""
+    return (f"all {counted} trial(s) failed; the first, #{first.number} "
+            f"({first.user_attrs.get('arm', 'search')}): {clip(error, 160)}{where}")
+

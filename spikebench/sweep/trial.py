@@ -164,8 +164,9 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
                        lock: threading.Lock | nullcontext, params: dict[str, Any],
                        arm: str) -> Outcome:
     """A ``[trainer]`` trial (:mod:`.command`): the trainer's parameters are the base, the
-    arm's and the sampled values, free-form. Pruned: the trial's prune file is made, and its
-    process gets SIGTERM (which it passes on, then SIGKILL after ``grace_s``)."""
+    arm's and the sampled values, free-form. Pruned: the trial's prune file is made, and
+    after ``grace_s`` its process, if still running, gets SIGTERM (which it passes on, then
+    SIGKILL after ``grace_s``)."""
     values = {**spec.base, **spec.arms.get(arm, {}), **params}
     # The command runs in its seed's folder: every path it is given must be absolute.
     trial_dir, old, carried = _trial_folder(trial, spec, trials_dir.resolve())
@@ -186,8 +187,12 @@ def _run_command_trial(trial: optuna.Trial, spec: SweepSpec, slot: Slot, trials_
         with _children_lock:
             _children.add(proc)
         def stop() -> None:
-            (trial_dir / L.PRUNE).touch()  # SPIKEBENCH_PRUNE_FILE: the API sees it
-            if proc.poll() is None:
+            # SPIKEBENCH_PRUNE_FILE first: a command on the run API sees PRUNE at its next
+            # run.log and finishes as pruned (its rows kept) if given grace_s to do so.
+            (trial_dir / L.PRUNE).touch()
+            try:
+                proc.wait(timeout=float(spec.trainer["grace_s"]))
+            except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGTERM)  # the runner: SIGTERM, grace, SIGKILL
 
         try:

@@ -51,6 +51,7 @@ log = "log.csv"
 steps = 20
 eval_every = 10
 env = {{ OMP_NUM_THREADS = "1" }}
+grace_s = 3
 [config]
 steps = 20
 eval_every = 10
@@ -158,7 +159,9 @@ def test_a_failed_rank_fails_its_trial_with_its_own_error(tmp_path):
     # Both ranks fail (a script that does not even import torch, to be quick); torchrun
     # ends its stderr with a report of its own, but the trial's error is the ranks' line.
     script = tmp_path / "fails.py"
-    script.write_text("import sys\nsys.exit('ValueError: bad lr')\n")
+    # One write per rank: sys.exit(msg) writes the message and its newline apart, so two
+    # ranks failing at once could join their lines in the shared stderr.log.
+    script.write_text("import os, sys\nos.write(2, b'ValueError: bad lr\\n')\nsys.exit(1)\n")
     trials = _sweep(tmp_path, "fail", "seeds = [0]", "lr = 0.1", "", script=script)
     t = trials["baseline"]
     assert t.state == TrialState.FAIL

@@ -13,6 +13,8 @@ from optuna.trial import TrialState
 
 from spikebench.cli import main
 from spikebench.errors import UserError
+from spikebench.report.data import load_study
+from spikebench.report.sections import strategy
 from spikebench.sweep.driver import run_sweep
 from spikebench.sweep.spec import load_sweep
 from spikebench.sweep.storage import default_storage
@@ -97,6 +99,7 @@ def test_an_api_script_is_pruned_in_a_single_objective_study(tmp_path):
 name = "api"
 objective = "single"
 target_loss = 2.5
+seeds = [0, 1]
 [trainer]
 command = [{PY}, "{script}"]
 steps = 40
@@ -117,7 +120,7 @@ hopeless = {{ lr = 0.001 }}
     assert out["done"] == 2
     trials = _trials(tmp_path / "r", "api")
     good, bad = trials["baseline"], trials["hopeless"]
-    assert good.state == TrialState.COMPLETE and good.user_attrs["reached_seeds"] == 1
+    assert good.state == TrialState.COMPLETE and good.user_attrs["reached_seeds"] == 2
     seed = Path(good.user_attrs["dir"]) / "seed-0"
     events = json.loads((seed / "summary.json").read_text())["spikes"]["events"]
     assert [(e["metric"], e["onset"]) for e in events] == [("train/loss", 25)]
@@ -125,8 +128,20 @@ hopeless = {{ lr = 0.001 }}
     assert bad.state == TrialState.PRUNED and bad.user_attrs["pruned_at_step"] == 20
     folder = Path(bad.user_attrs["dir"])
     assert (folder / "prune").is_file() and not (folder / "result.json").exists()
-    rows = (folder / "seed-0" / "metrics.jsonl.partial").read_text().splitlines()
-    assert len(rows) < 40  # stopped early, not run to its budget
+    # Given the prune file and grace_s before any signal, the script saw PRUNE at its next
+    # run.log and finished as pruned: its rows are kept in the finished log, none .partial.
+    seed = folder / "seed-0"
+    assert not (folder / "seed-1").exists()  # a pruned trial starts no further seed
+    assert not list(seed.glob("metrics.jsonl.partial*"))
+    assert json.loads((seed / "summary.json").read_text())["status"] == "pruned"
+    # The API flushes every 10 rows, so the driver sees the rung at step 20 only at step 30,
+    # and the script sees PRUNE at its next flush: step 40 of its 40 at the latest.
+    rows = [json.loads(r) for r in (seed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 20
+    # The report's strategy table keeps the declared arm the pruner stopped, saying so.
+    table = {r["arm"]: r for r in strategy.info(load_study(tmp_path / "r" / "api")).rows}
+    assert table["hopeless"]["status"] == "pruned at step 20: 1 of 2 seeds run"
+    assert strategy._compact_row(table["hopeless"])[1].text == table["hopeless"]["status"]
 
 
 def test_a_failing_command_fails_its_trial_with_its_last_stderr_line(tmp_path):

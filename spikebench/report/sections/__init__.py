@@ -11,6 +11,7 @@ from __future__ import annotations
 from spikebench.report.blocks import Block, Heading, unavailable
 from spikebench.report.data import Study
 from spikebench.report.sections import (
+    across_sizes,
     claims,
     cleaning,
     curves,
@@ -53,6 +54,8 @@ SECTIONS: tuple[Section, ...] = (
             lr_sensitivity.info, lr_sensitivity.blocks),
     Section("lr", "Spikes and convergence against the learning rate", lr.info, lr.blocks,
             lr.plot),
+    Section("across_sizes", "Across model sizes: does each strategy's effect transfer?",
+            across_sizes.info, across_sizes.blocks, optional=True),
     Section("trials", "Every trial", trials.info, trials.blocks),
     Section("setup", "Setup: environment, search space, definitions", header.info,
             header.setup_blocks),
@@ -67,18 +70,26 @@ def report_info(study: Study) -> Report:
     return {s.key: s.info(study) for s in SECTIONS}
 
 
-def headings() -> list[tuple[str, str]]:
-    """(key, numbered title) of the titled sections: the h2 headings and the page's nav."""
-    titled = [s for s in SECTIONS if s.title]
+def shown(report: Report | None, s: Section) -> bool:
+    """Whether ``report`` shows section ``s``: an optional one only where it applies."""
+    return not s.optional or report is None or report[s.key].available
+
+
+def headings(report: Report | None = None) -> list[tuple[str, str]]:
+    """(key, numbered title) of the titled sections ``report`` shows (None: every one): the
+    h2 headings and the page's nav."""
+    titled = [s for s in SECTIONS if s.title and shown(report, s)]
     return [(s.key, f"{i}. {s.title}") for i, s in enumerate(titled, 1)]
 
 
 def document(report: Report, images: set[str] | frozenset[str] = frozenset()) -> list[Block]:
     """The whole report as blocks; ``images`` names the plots that exist. A section whose
     info is unavailable shows its reason instead of its body."""
-    titles = dict(headings())
+    titles = dict(headings(report))
     out: list[Block] = []
     for s in SECTIONS:
+        if not shown(report, s):
+            continue
         info = report[s.key]
         if s.key in titles:
             out.append(Heading(2, titles[s.key], s.key))

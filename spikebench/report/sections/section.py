@@ -47,3 +47,6 @@ class Section(NamedTuple):
     info: Callable[[Study], Any]
     blocks: Callable[[Any, frozenset[str]], list[Block]]
     plot: Callable[[Any], bytes | None] | None = None
+    # Shown only where it applies (its info available): a section most studies lack the
+    # dimension for (model sizes), left out rather than a heading that says so.
+    optional: bool = False

@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spikebench.report import article, exact, stats
-from spikebench.report.arms import NO_COMPARISON, classify_arm, has_comparison, table_arms
+from spikebench.report.arms import (
+    NO_COMPARISON,
+    classify_arm,
+    has_comparison,
+    table_arms,
+    unfinished_status,
+)
 from spikebench.report.blocks import (
     DASH,
     Block,
@@ -205,9 +211,7 @@ def info(study: Study) -> StrategyInfo:
                       "in_article": claim.in_article},
         }
         if t is None:
-            states = sorted({x.state.lower() for x in study.trials if x.arm == arm})
-            row["status"] = ("not run yet" if not states else "no completed trial ("
-                             + ", ".join(states) + ")")
+            row["status"] = unfinished_status(study, arm)
             rows.append(row)
             continue
         row["status"] = "complete"
