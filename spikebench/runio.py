@@ -128,15 +128,20 @@ def environment(device: Any) -> dict[str, Any]:
 
 
 def new_run_dir(cfg: Config) -> Path:
-    """``run.out_dir/<run.name or time-preset-seed>``, suffixed ``-2``, ``-3``... if taken."""
+    """``run.out_dir/<run.name or time-preset-seed>``, suffixed ``-2``, ``-3``... if taken;
+    made here, so that two runs started in the same second never share a folder (mkdir is
+    the claim: an exists() check then a later mkdir let both take one name)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = cfg.run.name or f"{stamp}-{cfg.model.preset}-s{cfg.train.seed}"
-    path = Path(cfg.run.out_dir) / name
+    Path(cfg.run.out_dir).mkdir(parents=True, exist_ok=True)
     n = 1
-    while path.exists():
-        n += 1
-        path = Path(cfg.run.out_dir) / f"{name}-{n}"
-    return path
+    while True:
+        path = Path(cfg.run.out_dir) / (name if n == 1 else f"{name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def parent_pid() -> int:
