@@ -23,7 +23,7 @@ from spikebench.sweep.spec import (
     value_at,
 )
 from spikebench.sweep.spec_errors import err
-from spikebench.sweep.trainer_table import check_arm_keys, check_parameter
+from spikebench.sweep.trainer_table import check_arm_keys, check_parameter, key_name
 
 
 def check_one_budget(path: str, base: dict[str, Any], space: list[Param],
@@ -87,7 +87,7 @@ def parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, 
         for where, keys in (("config", base), ("space", {p.key: p.choices or p.describe() for p in space}),
                             ("comparison.baseline", baseline)):
             for key, value in keys.items():
-                check_parameter(path, f"{where}.{key}", key, value)
+                check_parameter(path, f"{where}.{key_name(key)}", key, value)
     declared = set(base) | {p.key for p in space} | set(baseline)
     for p in space:
         if free and p.key not in baseline and p.key not in base:
@@ -107,6 +107,9 @@ def parse_comparison(path, table, base, base_cfg, space) -> dict[str, dict[str, 
         named["recipe"] = table.get("recipe", ARTICLE_RECIPE)  # a trainer's only if declared
     arms: dict[str, dict[str, Any]] = {}
     for arm, changes in named.items():
+        if "\0" in arm:  # a row of trials.csv and of the report, which a NUL byte breaks
+            raise err(path, f"comparison.arms.{json.dumps(arm)}", changes,
+                       "an arm's name may not hold a NUL byte")
         if not isinstance(changes, dict):
             raise err(path, f"comparison.arms.{json.dumps(arm)}", changes, "must be a table")
         where = "comparison." + ("baseline" if arm == "baseline" else
@@ -144,7 +147,9 @@ def parse_grid(path, table, base, base_cfg, space) -> dict[str, list]:
     free = base_cfg is None  # a [trainer]'s free-form parameters
     for key, values in flatten(table, path=path, where="comparison.grid.").items():
         where = f"comparison.grid.{json.dumps(key)}"
-        if not free:
+        if free:  # the grid's values reach the command as the arms' do
+            check_parameter(path, where, key, values)
+        else:
             one_value(path, where, key, values)
         if (not isinstance(values, list) or not values
                 or len({json.dumps(v) for v in values}) != len(values)):

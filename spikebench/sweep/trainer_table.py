@@ -23,13 +23,19 @@ ARGS_MACRO = "{args}"  # a whole element: the parameters as --key=value flags
 SEED_KEY = "seed"
 
 
+def key_name(key: str) -> str:
+    """A key as a refusal names it: as written, or quoted (JSON) where it holds a line break
+    or another character a terminal does not show, so that the refusal stays one line."""
+    return key if key.isprintable() else json.dumps(key)
+
+
 def parse_trainer(path: str, table: dict[str, Any]) -> dict[str, Any]:
     """``[trainer]``, checked: ``command`` (argv list, or a string split as a shell would),
     ``steps`` (the budget, required), ``eval_every``, ``log``, ``env``, ``grace_s``,
     ``timeout_s`` and ``stall_s`` (0: no limit)."""
     unknown = sorted(set(table) - set(TRAINER_KEYS))
     if unknown:
-        raise err(path, f"trainer.{unknown[0]}", table[unknown[0]],
+        raise err(path, f"trainer.{key_name(unknown[0])}", table[unknown[0]],
                    f"unknown key (allowed: {', '.join(TRAINER_KEYS)})")
     command = table.get("command")
     if isinstance(command, str):
@@ -109,9 +115,13 @@ def _nul(value: Any) -> bool:
 
 def check_parameter(path: str, where: str, key: str, value: Any) -> None:
     """A trainer's parameter may not be named ``seed`` (the seed is the one being run), nor
-    hold a NUL byte, which ``{args}`` could not pass to the command."""
+    hold a NUL byte, which ``{args}`` could not pass to the command; its name is printable,
+    without '=' (``{args}`` passes ``--name=value``), and not empty."""
     if _nul(key) or _nul(value):
         raise err(path, where, value, "holds a NUL byte, which no argument of a process can")
+    if not key or "=" in key or not key.isprintable():
+        raise err(path, where, value, "a parameter needs a name of printable characters "
+                   "without '=' ({args} passes it as --name=value)")
     if key == SEED_KEY:
         raise err(path, where, value, "the seed is not a parameter: each seed of study.seeds "
                    "reaches the command as {seed} and SPIKEBENCH_SEED; drop it (a script "
@@ -123,9 +133,9 @@ def check_arm_keys(path: str, arm: str, where: str, changes: dict[str, Any],
     """An arm of a trainer changes only declared parameters (those [config], [space] and
     the baseline name): a key beside them (``lrr`` for ``lr``) is a typo, not a new one."""
     for key, value in changes.items():
-        check_parameter(path, f"{where}.{key}", key, value)
+        check_parameter(path, f"{where}.{key_name(key)}", key, value)
         if key not in declared:
             allowed = ", ".join(sorted(declared)) or "none"
-            raise err(path, f"{where}.{key}", value, f"unknown parameter in arm "
+            raise err(path, f"{where}.{key_name(key)}", value, f"unknown parameter in arm "
                        f"{json.dumps(arm)} (allowed: {allowed}: the parameters [config], "
                        "[space] and [comparison] baseline declare)")
