@@ -213,8 +213,9 @@ def _parse_param(path: str, key: str, spec: Any, free: bool = False) -> Param:
         hint = ""
         if all(isinstance(v, dict) for v in spec.values()):
             inner = sorted(spec)[0]
-            hint = (f"; a dotted key must be quoted: \"{key}.{inner}\" = {{...}}, not "
-                    f"{key}.{inner} = {{...}}")
+            dotted = json.dumps(f"{key}.{inner}", ensure_ascii=False)  # one line, always
+            hint = (f"; a dotted key must be quoted: {dotted} = {{...}}, not "
+                    f"{dotted[1:-1]} = {{...}}")
         raise err(path, where, spec, f"unknown field {sorted(unknown)[0]!r} "
                    "(allowed: low, high, log, off, int, choices)" + hint)
     if key in SEEDED_KEYS:

@@ -150,3 +150,24 @@ def test_the_section_is_in_both_reports_only_with_a_size_dimension(sized, study)
     assert not plain["across_sizes"].available
     assert "across_sizes" not in dict(headings(plain))
     assert "Across model sizes" not in render_markdown(plain)
+
+
+def _cells(*per_measure):
+    """Cells at three sizes, each measure's verdict per size as given."""
+    return [{"status": "complete", **{key: {"verdict": v[i]} for (key, _), v
+                                      in zip(A.MEASURES, per_measure, strict=True)}}
+            for i in range(3)]
+
+
+def test_no_difference_at_every_size_is_no_effect_not_a_transfer():
+    labels = ["s", "m", "l"]
+    none = [A.NO_DIFF] * 3
+    got = A._get_transfer_info(_cells(none, none, none), labels)
+    assert got["verdict"] == A.NO_EFFECT
+    assert got["measures"]["final_loss"]["verdict"] == A.NO_EFFECT
+    # One measure better at every size, the others with no change shown: that one transfers.
+    got = A._get_transfer_info(_cells(none, [A.BETTER] * 3, none), labels)
+    assert got["verdict"] == A.TRANSFERS
+    # No change at two sizes and worse at the largest: the effect changes with size.
+    got = A._get_transfer_info(_cells(none, [A.NO_DIFF, A.NO_DIFF, A.WORSE], none), labels)
+    assert got["verdict"] == A.CHANGES

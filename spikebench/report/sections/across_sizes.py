@@ -4,10 +4,11 @@ Shown for a study whose comparison grid crosses a size key (``model.preset``, th
 keys): every arm at every size, on the same seeds (``sweeps/scale.toml``). At each size a
 strategy is compared with that size's baseline on matched seeds, by the exact paired
 sign-flip test the strategy table uses, and its verdict is read off the printed interval.
-A strategy *transfers* when every measure tested at every size gets one verdict at every
-size, *changes with size* when a measure's verdict differs between sizes, and is *not
-tested* when a size lacks its trial or its baseline, or no measure has an interval at every
-size. Kendall's tau compares each size's ranking of the arms with the largest size's.
+A strategy *transfers* when a measure is better (or worse) at every size and none changes,
+*changes with size* when a measure's verdict differs between sizes, shows *no effect at any
+size* when every tested measure's interval holds no change at every size (nothing to
+transfer), and is *not tested* when a size lacks its trial or its baseline, or no measure
+has an interval at every size. Kendall's tau compares each size's ranking of the arms with the largest size's.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ MEASURES = (("spikes", "Spike events / 1k steps"), ("steps_to_target", "Steps to
             ("final_loss", "Final val loss"))
 BETTER, WORSE, NO_DIFF, NOT_TESTED = "better", "worse", "no difference shown", "not tested"
 TRANSFERS, CHANGES = "transfers", "changes with size"
+# Every size's interval holds no change: no effect to transfer (and none seen to change).
+NO_EFFECT = "no effect shown at any size"
 NO_SIZES = ("no model-size dimension: the study's comparison grid crosses no size key "
             "(model.preset, model.n_layer, model.n_embd) with two or more values")
 
@@ -179,6 +182,8 @@ def _get_transfer_info(cells: list[dict[str, Any]], labels: list[str]) -> dict[s
             where = [lab for v, lab in zip(verdicts, labels, strict=True) if v == NOT_TESTED]
             measures[key] = {"verdict": NOT_TESTED, "text": f"{name}: not tested (no "
                              f"interval at {', '.join(where)})"}
+        elif set(verdicts) == {NO_DIFF}:
+            measures[key] = {"verdict": NO_EFFECT, "text": f"{name}: {NO_DIFF} at every size"}
         elif len(set(verdicts)) == 1:
             measures[key] = {"verdict": TRANSFERS, "text": f"{name}: {verdicts[0]} at every "
                              "size"}
@@ -186,7 +191,7 @@ def _get_transfer_info(cells: list[dict[str, Any]], labels: list[str]) -> dict[s
             measures[key] = {"verdict": CHANGES, "text": f"{name}: " + ", ".join(
                 f"{v} at {lab}" for v, lab in zip(verdicts, labels, strict=True))}
     found = {m["verdict"] for m in measures.values()}
-    verdict = CHANGES if CHANGES in found else TRANSFERS if TRANSFERS in found else NOT_TESTED
+    verdict = next((v for v in (CHANGES, TRANSFERS, NO_EFFECT) if v in found), NOT_TESTED)
     return {"verdict": verdict, "measures": measures,
             "why": "; ".join(m["text"] for m in measures.values())}
 
@@ -258,11 +263,12 @@ TEST = ("Each cell: the strategy's mean paired difference Δ from the baseline a
         "worse where it excludes no change, no difference shown where it holds it, not "
         f"tested where there is none (fewer than {exact.MIN_PAIRS} differing pairs, or every "
         "pair equal). The baseline's row: its mean over seeds [95% t-interval].")
-TRANSFER = ("A strategy transfers when each measure tested at every size gets the same "
-            "verdict at every size (a better or worse verdict has its sign; a difference "
-            "whose interval holds no change has none to compare), changes with size when a "
-            "measure's verdict differs between sizes, and is not tested when a size lacks "
-            "its trial or its baseline's, or no measure has an interval at every size.")
+TRANSFER = ("A strategy transfers when a measure is better (or worse) at every size and "
+            "no measure changes, changes with size when a measure's verdict differs between "
+            "sizes, shows no effect at any size when every tested measure's interval holds "
+            "no change at every size (nothing to transfer, and nothing seen to change), and "
+            "is not tested when a size lacks its trial or its baseline's, or no measure has "
+            "an interval at every size.")
 TAU = ("Kendall's tau-b between the arms' means at the size and at the largest (the "
        "baseline and every strategy with a completed trial at both; 1: the same order, -1: "
        "reversed), with a 95% percentile bootstrap interval over seeds ({boot} resamples of "
