@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from spikebench.cli_args import count, finite, port, positive_loss, rule_name
+from spikebench.cli_args import count, finite, port, positive, positive_loss, rule_name
 from spikebench.cli_help import COMMAND_HELP
 from spikebench.errors import UserError
 from spikebench.spikes.rules import RULES
@@ -92,6 +92,12 @@ def cmd_spikes(args: argparse.Namespace) -> int:
     from spikebench.runs.spikes_command import run_spikes
 
     return run_spikes(args)
+
+
+def cmd_precursors(args: argparse.Namespace) -> int:
+    from spikebench.precursors.command import run_precursors
+
+    return run_precursors(args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -208,6 +214,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print JSON only: one object (a folder: one per run, a line each)")
     p.add_argument("--plot", metavar="PNG", help="draw the curve(s) with events marked (one run)")
     p.set_defaults(func=cmd_spikes)
+
+    p = sub.add_parser("precursors", help="score which signals warn of a loss spike, and "
+                       "how early")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run folders, study folders or logs (as spikebench spikes reads)")
+    p.add_argument("--budget", type=positive, default=1.0, metavar="N",
+                   help="false alarms allowed per 10k steps, which sets each threshold "
+                   "(default 1)")
+    p.add_argument("--burn-in", type=count, default=50, metavar="STEPS",
+                   help="leave out each run's first STEPS steps and their events (default 50)")
+    p.add_argument("--gap", type=count, default=5,
+                   help="max unflagged rows inside one event (default 5)")
+    p.add_argument("--boot", type=count, default=1000, metavar="N",
+                   help="bootstrap draws over seeds for the intervals (default 1000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object only")
+    p.set_defaults(func=cmd_precursors)
 
     p = sub.add_parser("report", help="write a sweep's report (markdown and HTML)")
     p.add_argument("results_dir", nargs="?",

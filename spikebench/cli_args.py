@@ -8,15 +8,24 @@ import argparse
 from spikebench.spikes.rules import RULES
 
 
-def positive_loss(text: str) -> float:
-    """A target loss: a number > 0."""
+def _above_zero(text: str, what: str) -> float:
     try:
         x = float(text)
     except ValueError:
         x = -1.0
     if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a loss > 0")
+        raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
     return x
+
+
+def positive_loss(text: str) -> float:
+    """A target loss: a number > 0."""
+    return _above_zero(text, "a loss > 0")
+
+
+def positive(text: str) -> float:
+    """A finite number > 0."""
+    return _above_zero(text, "a number > 0")
 
 
 def count(text: str) -> int:

@@ -71,6 +71,18 @@ examples:
   spikebench spikes runs/ --target-loss 3.5     # every run below runs/, one line each
   spikebench spikes wandb_history.csv --step _step
   spikebench spikes log.jsonl --json"""),
+    "precursors": ("""\
+Score the signals said to warn of a loss spike before it: which signal rises first,
+how many steps ahead, how often wrongly. Reads run folders, study folders or any
+logs `spikebench spikes` reads, labels each run's loss events with the same
+detector, and prints per signal its PR-AUC, recall at >= 10, 25 and 50 steps of lead
+at <= 1 false alarm per 10k steps, the median lead, false alarms on runs without a
+spike and the lead on the control (spikes an injected batch or an LR jump caused),
+each with a 95% bootstrap interval over seeds, against the loss as the baseline.""", """\
+examples:
+  spikebench precursors results/precursors          # the labelled set (make precursors)
+  spikebench precursors runs/a runs/b --json        # one JSON object
+  spikebench precursors results/precursors --budget 5 --burn-in 100"""),
     "report": ("""\
 Write a sweep's report from its results folder, or from its storage alone (no
 folder: what each trial recorded there): OUT/<folder or study name>/report.md with

@@ -15,6 +15,7 @@ which are taken and said (``note``):
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -192,7 +193,9 @@ def choose(where: str, cols: Sequence[str], *, step_col: str | None = None,
     """Every column of a table by these rules, the one choice every reader makes: the
     step (``step_col`` where the reader laid the steps out itself), the loss, the grad
     norm, the optional series, and ``extra`` (record key -> the column a caller names,
-    e.g. a bench suite's throughput column: absent, :class:`MissingColumn`)."""
+    e.g. a bench suite's throughput column: absent, :class:`MissingColumn`; a key ending
+    in ``*`` keeps every column its value matches as a glob, under its own name, and
+    requires none: ``{"probe/*": "probe/*"}``)."""
     step_note = ""
     if step_col is None:
         step_col, step_note = pick_step(where, cols, step, what)
@@ -209,6 +212,12 @@ def choose(where: str, cols: Sequence[str], *, step_col: str | None = None,
             series[key] = col
             used.append(col)
     for key, name in (extra or {}).items():
+        if key.endswith("*"):  # every column the pattern matches, none required (probes)
+            for c in rest:
+                if fnmatch.fnmatchcase(c, name) and c not in used and c not in series:
+                    series[c] = c
+                    used.append(c)
+            continue
         series[key] = _explicit(where, cols, name, what, key)
     if M.INJECTED in rest:
         series[M.INJECTED] = M.INJECTED
