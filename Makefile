@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu sweep-response sweep-cleaning bench report train lint clean example-report docs
+.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu precursors sweep-response sweep-cleaning bench report train lint clean example-report docs
 
 install: $(STAMP)
 
@@ -45,6 +45,13 @@ sweep: install
 sweep-lr: install
 	$(BIN)/spikebench sweep sweeps/lr-stability.toml $(ARGS)
 	$(BIN)/spikebench report results/lr-stability
+
+# The precursors' labelled set and its scorecard (docs/precursors.md): 36 runs in which
+# spikes develop, a control (LR shock, bad batches) and spike-free runs, then each signal scored.
+precursors: install
+	$(BIN)/spikebench sweep sweeps/precursors.toml $(ARGS)
+	$(BIN)/spikebench precursors results/precursors --json > results/precursors/scorecard.json
+	$(BIN)/spikebench precursors results/precursors
 
 # Does a strategy's effect transfer across model sizes? (docs/transfer.md) sweep-scale: the
 # arms at three CPU sizes, 33x apart; sweep-scale-gpu: at gpt-125m / 350m / 760m (CUDA).
