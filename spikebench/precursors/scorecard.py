@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from spikebench.precursors.labels import Labelled
-from spikebench.precursors.signals import LOSS, rule_for
+from spikebench.precursors.signals import LOSS, WINDOW, rule_for
 
 HORIZON = 100
 AFTER = 50
@@ -57,8 +57,8 @@ class _Run:
     scored_steps: int
 
 
-def _prepare(run: Labelled, signal: str) -> _Run | None:
-    rule = rule_for(signal)
+def _prepare(run: Labelled, signal: str, window: int = WINDOW) -> _Run | None:
+    rule = rule_for(signal, window)
     try:
         col = rule.column(run.table)
     except Exception:  # noqa: BLE001 - a run without this signal: not scored for it
@@ -263,3 +263,35 @@ def score_signals(runs: list[Labelled], signals: list[str], *, boot: int = BOOT,
                            "test": "paired bootstrap over seeds, 95% percentile interval"}
         out.append(row)
     return out
+
+
+def _counted(r: _Run, tau: float) -> tuple[int, int]:
+    """(warnings, false alarms) of one run at ``tau``: a warning in the ``AFTER`` steps past
+    an onset is neither right nor wrong, so it is not counted."""
+    onsets = np.asarray(sorted(r.onsets + r.control), dtype=np.int64)
+    n = fa = 0
+    for t in _alarms(r, tau).tolist():
+        if ((onsets < t) & (onsets >= t - AFTER)).any():
+            continue
+        n += 1
+        fa += not ((onsets >= t) & (onsets <= t + HORIZON)).any()
+    return n, fa
+
+
+def rule_figures(runs: list[Labelled], signal: str, window: int = WINDOW,
+                 tau: float | None = None, budget: float = BUDGET) -> dict[str, Any]:
+    """One rule (``signal``, ``window``) on ``runs``: its threshold (``tau``, or the lowest
+    within ``budget`` on these runs), precision (the share of its warnings an onset followed
+    within ``HORIZON`` steps), recall at each lead, median lead and false alarms per 10k
+    steps on the runs without an event: how a rule tuned on some seeds is scored on others."""
+    rs = [p for p in (_prepare(r, signal, window) for r in runs) if p is not None]
+    if not rs:
+        return {"signal": signal, "window": window, "runs": 0}
+    tau = threshold(rs, budget) if tau is None else tau
+    figs = _figures(_parts(rs, tau), list(range(len(rs))))
+    counted = [_counted(r, tau) for r in rs]
+    warned = sum(n for n, _ in counted)
+    figs["precision"] = (warned - sum(f for _, f in counted)) / warned if warned else math.nan
+    figs["warnings"] = warned
+    return {"signal": signal, "window": window, "runs": len(rs), "threshold": tau,
+            "events": sum(len(r.onsets) for r in rs), **figs}
