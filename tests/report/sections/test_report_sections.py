@@ -10,7 +10,7 @@ def test_report_info_has_every_section(study):
     info = report_info(study)
     assert list(info) == ["header", "summary", "strategy", "claims", "spike_counts", "cleaning", "curves",
                           "pareto", "importance", "lr_curves", "lr_sensitivity", "lr",
-                          "across_sizes", "trials", "setup"]
+                          "precursors", "across_sizes", "trials", "setup"]
 
 
 def test_one_list_names_every_section_and_numbers_the_titled_ones():
