@@ -5,6 +5,7 @@ the update clipped, so the logged loss does not move) warns there, through Run.l
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -158,3 +159,17 @@ def test_warning_true_reads_the_committed_default_rule(tmp_path, monkeypatch):
     monkeypatch.setattr(W, "DEFAULT_RULE", tmp_path / "none.toml")
     with pytest.raises(UserError, match="no default rule is committed"):
         spikebench.init(run_dir=tmp_path / "r2", warning=True)
+
+
+def test_the_committed_default_rule_warns_after_a_loss_excursion(tmp_path):
+    # default_rule.toml, written by benchmarks/precursor_rule.py --write from the labelled
+    # set: a rule on a signal every trainer logs warns a live run after a spike (spikes
+    # come in clusters in the set's regimes), and stays quiet on a steady loss.
+    rule = W.default_rule()
+    assert rule.signal in ("train/loss", "optim/grad_norm") or rule.signal.startswith("probe/")
+    rng = np.random.default_rng(0)
+    with spikebench.init(run_dir=tmp_path / "r", warning=True) as run:
+        got = [run.log(s, loss=3.0 + rng.normal(0, 0.01) + 2.0 * (200 <= s < 205))
+               for s in range(1, 300)]
+    warned = [s for s, d in enumerate(got, 1) if d is spikebench.Decision.WARNING]
+    assert warned and all(s >= 200 for s in warned)

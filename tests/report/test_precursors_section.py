@@ -87,7 +87,7 @@ def test_the_planted_precursor_moves_first_in_the_spiky_arm(probed):
     assert loss["recall"] == 0.0
     text = P.line(base)
     assert text.startswith(f"first to move: {M.UPDATE_NORM} (median lead ")
-    assert text.endswith("recall at >= 10 steps 100%)")
+    assert text.endswith("recall at ≥ 10 steps 100%)")
     # The same spikes with a flat probe: nothing warned ahead.
     assert arms["bf16"]["events"] == 6 and arms["bf16"]["first"] is None
     assert P.line(arms["bf16"]) == P.NONE_AHEAD

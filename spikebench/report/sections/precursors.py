@@ -225,7 +225,7 @@ def line(arm: dict[str, Any]) -> str:
     if f is None:
         return NONE_AHEAD
     return (f"first to move: {f['signal']} (median lead {_lead(f['median_lead'])} steps, "
-            f"recall at >= {LEAD} steps {pct(f['recall'])})")
+            f"recall at ≥ {LEAD} steps {pct(f['recall'])})")
 
 
 TEXT = ("Per arm, which logged signal warned of its loss spikes first. Each run is labelled "
@@ -235,7 +235,7 @@ TEXT = ("Per arm, which logged signal warned of its loss spikes first. Each run 
         f"{WINDOW} values) is read at one threshold, set over all the study's runs: the lowest "
         f"at which it gives at most {BUDGET:g} false alarm per 10,000 steps. First to move: "
         f"the signal that warned of the most of the arm's events {LEAD} or more steps ahead "
-        f"(recall at lead >= {LEAD}), ties going to the longer median lead (the onset minus "
+        f"(recall at lead ≥ {LEAD}), ties going to the longer median lead (the onset minus "
         "the first warning in the 100 steps up to it, over the events warned).")
 
 
@@ -263,6 +263,6 @@ def blocks(info: PrecursorsInfo, images: frozenset[str]) -> list[Block]:
                    "(a bootstrap over seeds) and each signal's verdict against the loss")
     return [para(TEXT),
             Bullets(lines),
-            Table(["Arm", "Signal", "Runs", "Events", f"Recall, lead >= {LEAD}",
+            Table(["Arm", "Signal", "Runs", "Events", f"Recall, lead ≥ {LEAD}",
                    "Median lead (steps)"], rows),
             *notes(caveats + info.notes)]
