@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu precursors sweep-response sweep-cleaning bench report train lint clean example-report docs
+.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu precursors sweep-warning sweep-response sweep-cleaning bench report train lint clean example-report docs
 
 install: $(STAMP)
 
@@ -62,6 +62,12 @@ sweep-scale: install
 sweep-scale-gpu: install
 	$(BIN)/spikebench sweep sweeps/scale-gpu.toml $(ARGS)
 	$(BIN)/spikebench report results/scale-gpu
+
+# Acting on the default early warning (lower the LR) against a rollback on the spike, where
+# spikes come in clusters (docs/precursors.md).
+sweep-warning: install
+	$(BIN)/spikebench sweep sweeps/warning-response.toml $(ARGS)
+	$(BIN)/spikebench report results/warning-response
 
 # Responding to a spike: rollback, skip-step, ZClip vs fixed clipping, burst and LR shock.
 sweep-response: install
