@@ -160,6 +160,20 @@ MUTATIONS = (
     Mutation("compare writes its report into an input folder", "spikebench/compare/paths.py",
              "        if _within(where, given):", "        if False:",
              ("tests/compare/test_compare_inputs.py",)),
+    Mutation("the precursors' control is scored as spikes a signal should foresee",
+             "spikebench/precursors/labels.py",
+             "(control if _caused(steps, table, int(e[\"onset\"])) else onsets)", "onsets",
+             ("tests/precursors/test_scorecard.py::test_the_control_has_no_lead",)),
+    Mutation("a precursor's threshold ignores the false-alarm budget",
+             "spikebench/precursors/scorecard.py",
+             "if sum(_false_alarms(r, cand[mid]) for r in runs) <= allowed:", "if True:",
+             ("tests/precursors/test_scorecard.py::"
+              "test_a_planted_precursor_leads_and_beats_the_loss",)),
+    Mutation("no difference at every size is called a transfer",
+             "spikebench/report/sections/across_sizes.py",
+             "elif set(verdicts) == {NO_DIFF}:", "elif False:",
+             ("tests/report/test_across_sizes.py::"
+              "test_no_difference_at_every_size_is_no_effect_not_a_transfer",)),
 )
 
 
