@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("integrations", "sweep"),
     ("report",),
     ("bench", "compare"),
+    ("cli_options",),  # the longer subcommands' options, for the parser
     ("cli",),
     ("__init__", "__main__", "doc_pages"),  # the facade, `python -m`, the docs generator
 )
