@@ -265,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     func = args.func
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank: its exception, for torchrun's one line
-        from torch.distributed.elastic.multiprocessing.errors import record
+        from spikebench.train.launch import recorded
 
-        func = record(func)
+        func = recorded(func)
     try:
         return func(args)
     except UserError as e:

@@ -49,6 +49,30 @@ def cause(failures: dict) -> tuple[int, object]:
     return rank, failures[rank]
 
 
+def recorded(func):
+    """``func`` under torchrun's ``record`` (a rank's exception in its error file, for the
+    agent's one line), the file written whole: to a temporary name, then renamed. torchrun
+    writes it in place, and its agent, stopping this rank because a peer died, could read it
+    half written and fail on the JSON instead of naming the rank that died."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+    from torch.distributed.elastic.multiprocessing.errors.error_handler import ErrorHandler
+
+    class WholeFile(ErrorHandler):
+        def record_exception(self, e: BaseException) -> None:
+            final = super()._get_error_file_path()
+            if not final:
+                return super().record_exception(e)
+            tmp = f"{final}.{os.getpid()}.tmp"
+            self._get_error_file_path = lambda: tmp  # the handler's own write goes there
+            try:
+                super().record_exception(e)
+                os.replace(tmp, final)
+            finally:
+                del self._get_error_file_path
+
+    return record(func, WholeFile())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not die_with_parent():
@@ -68,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         rank, failure = cause(e.failures)
         print(f"data-parallel run failed: rank {rank} (pid {failure.pid}) "
               f"{describe(failure)}; the other ranks were stopped", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        # torchrun reads each failed rank's error file as JSON, and can read one while the
+        # rank is still writing it (a peer killed, this rank's collective failing at once):
+        # the failure stays one line. The ranks die with this process (SPIKEBENCH_PARENT_PID).
+        print(f"data-parallel run failed: ranks ended, and torchrun could not read a rank's "
+              f"error report ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+              file=sys.stderr)
         return 1
     return 0
 
