@@ -71,6 +71,9 @@ def as_json(rows: list[SignalScore], runs: list[Labelled], args: argparse.Namesp
                         "budget_per_10k": args.budget, "burn_in": args.burn_in,
                         "interval": "95% percentile bootstrap over seeds",
                         "boot": args.boot},
+        # The labels, per run: what every figure above is scored against.
+        "labels": [{"run": r.name, "seed": r.seed, "onsets": r.onsets, "control": r.control}
+                   for r in runs],
         "signals": [{"signal": r.signal, "runs": r.runs, "events": r.events,
                      "control": r.control, "threshold": r.threshold, **r.figures,
                      "intervals": r.intervals, "vs_loss": r.vs_loss} for r in rows],

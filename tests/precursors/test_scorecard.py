@@ -64,6 +64,9 @@ def test_a_planted_precursor_leads_and_beats_the_loss(card, capsys):
     out = _json(capsys, card)
     assert out["runs"] == 18 and out["events"] == 12 and out["control_events"] == 6
     assert out["spike_free_runs"] == 6
+    labels = {r["run"]: r for r in out["labels"]}  # stored beside the figures
+    assert sum(len(r["onsets"]) for r in labels.values()) == 12
+    assert [r["control"] for n, r in labels.items() if "shock" in n] == [[301]] * 6
     sig = {s["signal"]: s for s in out["signals"]}
     loss, probe = sig["train/loss"], sig["probe/update_norm"]
     # The probe warns within the 30 steps its rise takes, every event, no false alarm.
