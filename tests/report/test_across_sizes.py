@@ -152,22 +152,33 @@ def test_the_section_is_in_both_reports_only_with_a_size_dimension(sized, study)
     assert "Across model sizes" not in render_markdown(plain)
 
 
-def _cells(*per_measure):
-    """Cells at three sizes, each measure's verdict per size as given."""
-    return [{"status": "complete", **{key: {"verdict": v[i]} for (key, _), v
-                                      in zip(A.MEASURES, per_measure, strict=True)}}
+def _cells(**per_measure):
+    """Cells at three sizes: each measure's verdict per size as given, else no difference."""
+    none = [A.NO_DIFF] * 3
+    return [{"status": "complete", **{key: {"verdict": per_measure.get(key, none)[i]}
+                                      for key, _ in A.MEASURES}}
             for i in range(3)]
 
 
 def test_no_difference_at_every_size_is_no_effect_not_a_transfer():
     labels = ["s", "m", "l"]
-    none = [A.NO_DIFF] * 3
-    got = A._get_transfer_info(_cells(none, none, none), labels)
+    got = A._get_transfer_info(_cells(), labels)
     assert got["verdict"] == A.NO_EFFECT
     assert got["measures"]["final_loss"]["verdict"] == A.NO_EFFECT
     # One measure better at every size, the others with no change shown: that one transfers.
-    got = A._get_transfer_info(_cells(none, [A.BETTER] * 3, none), labels)
+    got = A._get_transfer_info(_cells(steps_to_target=[A.BETTER] * 3), labels)
     assert got["verdict"] == A.TRANSFERS
     # No change at two sizes and worse at the largest: the effect changes with size.
-    got = A._get_transfer_info(_cells(none, [A.NO_DIFF, A.NO_DIFF, A.WORSE], none), labels)
+    got = A._get_transfer_info(_cells(steps_to_target=[A.NO_DIFF, A.NO_DIFF, A.WORSE]),
+                               labels)
     assert got["verdict"] == A.CHANGES
+
+
+def test_the_spike_area_is_compared_where_the_event_counts_tie():
+    """One start-up event in every run: the count has no interval, the area still does."""
+    labels = ["s", "m", "l"]
+    got = A._get_transfer_info(_cells(spikes=[A.NOT_TESTED] * 3,
+                                      severity=[A.BETTER] * 3), labels)
+    assert got["measures"]["severity"]["verdict"] == A.TRANSFERS
+    assert got["measures"]["spikes"]["verdict"] == A.NOT_TESTED
+    assert got["verdict"] == A.TRANSFERS

@@ -40,8 +40,11 @@ from spikebench.report.sections.section import Info, own_params
 from spikebench.values import finite
 
 # (key, name): every measure is lower-is-better.
-MEASURES = (("spikes", "Spike events / 1k steps"), ("steps_to_target", "Steps to target"),
-            ("final_loss", "Final val loss"))
+# Both spike measures: where every run has the same events (the start-up transient alone),
+# their count ties and only their size, the sweep's severity objective, can differ.
+MEASURES = (("spikes", "Spike events / 1k steps"),
+            ("severity", "Spike area (nats x steps)"),
+            ("steps_to_target", "Steps to target"), ("final_loss", "Final val loss"))
 BETTER, WORSE, NO_DIFF, NOT_TESTED = "better", "worse", "no difference shown", "not tested"
 TRANSFERS, CHANGES = "transfers", "changes with size"
 # Every size's interval holds no change: no effect to transfer (and none seen to change).
@@ -114,7 +117,8 @@ def _product(grid: dict[str, list], keys: list[str]) -> list[tuple]:
 
 
 def _get_seed_values(t: TrialRecord, measure: str, budget: int) -> dict[int, float]:
-    """Each seed's value of ``measure``: spikes per 1k steps; steps to target restricted at
+    """Each seed's value of ``measure``: spikes per 1k steps; the loss events' total area
+    (the sweep's severity score, capped for a diverged seed); steps to target restricted at
     the budget (a miss or a divergence counts the budget, as in the strategy table); final
     loss of a completed seed, +inf for a diverged one (so it ranks last; no paired
     difference uses it)."""
@@ -123,6 +127,8 @@ def _get_seed_values(t: TrialRecord, measure: str, budget: int) -> dict[int, flo
         done = v.get("status") == "completed"
         if measure == "spikes":
             x = v.get("events_per_1k")
+        elif measure == "severity":
+            x = v.get("severity")
         elif measure == "steps_to_target":
             x = v["steps_to_target"] if done and finite(v.get("steps_to_target")) else budget
         else:
