@@ -9,7 +9,7 @@ ARGS ?=
 SWEEP ?= sweeps/default.toml
 STUDY ?= results/default
 
-.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-gpu precursors sweep-warning sweep-response sweep-cleaning bench report train lint clean example-report docs
+.PHONY: install test mutations sweep sweep-lr sweep-scale sweep-scale-stress sweep-scale-gpu precursors sweep-warning sweep-response sweep-cleaning bench report train lint clean example-report docs
 
 install: $(STAMP)
 
@@ -54,10 +54,15 @@ precursors: install
 	$(BIN)/spikebench precursors results/precursors
 
 # Does a strategy's effect transfer across model sizes? (docs/transfer.md) sweep-scale: the
-# arms at three CPU sizes, 33x apart; sweep-scale-gpu: at gpt-125m / 350m / 760m (CUDA).
+# arms at three CPU sizes, 33x apart; sweep-scale-stress: the same at LR 0.3, where the
+# largest breaks down; sweep-scale-gpu: at gpt-125m / 350m / 760m (CUDA).
 sweep-scale: install
 	$(BIN)/spikebench sweep sweeps/scale.toml $(ARGS)
 	$(BIN)/spikebench report results/scale
+
+sweep-scale-stress: install
+	$(BIN)/spikebench sweep sweeps/scale-stress.toml $(ARGS)
+	$(BIN)/spikebench report results/scale-stress
 
 sweep-scale-gpu: install
 	$(BIN)/spikebench sweep sweeps/scale-gpu.toml $(ARGS)
