@@ -23,6 +23,7 @@ from spikebench.precursors.scorecard import (
     LEADS,
     SignalScore,
     score_signals,
+    seed_units,
 )
 from spikebench.precursors.signals import LOSS, present
 
@@ -62,7 +63,7 @@ def as_json(rows: list[SignalScore], runs: list[Labelled], args: argparse.Namesp
         return x
 
     return clean({
-        "runs": len(runs), "seeds": len({r.seed for r in runs if r.seed is not None}),
+        "runs": len(runs), "seeds": len(set(seed_units(runs))),
         "events": sum(len(r.onsets) for r in runs),
         "control_events": sum(len(r.control) for r in runs),
         "spike_free_runs": sum(1 for r in runs if not r.onsets and not r.control),
@@ -125,6 +126,7 @@ def run_precursors(args: argparse.Namespace) -> int:
           f"events, {out['control_events']} in the control (an injected batch or LR jump "
           "just before)")
     print(f"Threshold per signal: at most {args.budget:g} false alarm per 10k steps; "
-          f"lead counted up to {HORIZON} steps; intervals: 95% bootstrap over seeds.")
+          f"lead counted up to {HORIZON} steps; intervals: 95% bootstrap over seeds"
+          + (" (none: one seed)." if out["seeds"] < 2 else "."))
     print(table(out))
     return 0

@@ -16,7 +16,9 @@ whose score reaches the threshold warns.
   onset], over the events warned), **false alarms per 10k steps** on the runs without an
   event, and the same lead and recall on the **control**.
 - **Intervals**: 95% percentile intervals of a bootstrap over seeds (each seed's runs drawn
-  together; a run that names no seed is its own), at the threshold fixed on all runs.
+  together; a run that names no seed is its own), at the threshold fixed on all runs;
+  none from a single seed, whose every resample is the same runs (a zero-width interval
+  would claim a certainty the one seed does not give).
   A signal **beats the loss** when the paired interval of its PR-AUC minus the loss's lies
   above 0, and is **worse** when it lies below; with fewer than ``MIN_EVENTS`` events or
   ``MIN_SEEDS`` seeds no verdict is given.
@@ -221,13 +223,20 @@ class SignalScore:
     vs_loss: dict[str, Any] = field(default_factory=dict)
 
 
+def seed_units(runs: list[Labelled]) -> list[Any]:
+    """Each run's unit of the bootstrap: its seed, or the run itself where it names none."""
+    return [r.seed if r.seed is not None else f"run:{r.name}" for r in runs]
+
+
 def score_signals(runs: list[Labelled], signals: list[str], *, boot: int = BOOT,
                   budget: float = BUDGET, seed: int = 0) -> list[SignalScore]:
     """Every signal's scorecard row over ``runs`` (see the module docstring); the loss's
     bootstrap draws are shared by every signal, so the comparison with it is paired."""
     rng = np.random.default_rng(seed)
-    all_seeds = [r.seed if r.seed is not None else f"run:{r.name}" for r in runs]
+    all_seeds = seed_units(runs)
     draws, uniq = _draws(all_seeds, boot, rng)
+    if len(uniq) < 2:
+        draws = []  # one seed: every draw is the same runs; no interval (module docstring)
     by_seed = {s: [i for i, x in enumerate(all_seeds) if x == s] for s in uniq}
     out, loss_boot = [], None
     order = [LOSS] + [s for s in signals if s != LOSS] if LOSS in signals else signals

@@ -97,6 +97,17 @@ def test_too_few_events_withhold_the_verdict(card, capsys):
     assert probe["vs_loss"]["verdict"].startswith("too few to tell")
 
 
+def test_one_seed_gives_no_interval_rather_than_a_zero_width_one(card, capsys):
+    out = _json(capsys, card / "spiky-s0")  # names no seed: the run is its own
+    assert out["seeds"] == 1
+    for s in out["signals"]:
+        assert all(iv is None for iv in s["intervals"].values()), s["signal"]
+        assert s["vs_loss"].get("interval") is None
+    assert main(["precursors", str(card / "spiky-s0"), "--boot", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "(none: one seed)" in text and "[" not in text.split("|---", 1)[1]
+
+
 def test_average_precision_by_hand():
     assert S.average_precision(np.array([3.0, 2.0, 1.0]), np.array([1, 0, 1])) == \
         pytest.approx((1 / 1 + 2 / 3) / 2)
