@@ -104,11 +104,12 @@ def cmd_precursors(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from spikebench.report import build_report, default_out_dir
 
+    out = default_out_dir(args.results_dir, args.study, args.out)
     try:
-        paths = build_report(args.results_dir, default_out_dir(args.results_dir, args.study, args.out),
-                             storage=args.storage, study=args.study)
+        paths = build_report(args.results_dir, out, storage=args.storage, study=args.study)
     except OSError as e:
-        raise UserError(f"cannot write the report: {e}") from None
+        where = f"--out {args.out}" if args.out else str(out)
+        raise UserError(f"{where}: cannot write the report ({e.strerror or e})") from None
     print(f"report: {paths['markdown']} and {paths['html']}")
     return 0
 

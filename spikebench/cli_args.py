@@ -39,6 +39,15 @@ def count(text: str) -> int:
     return n
 
 
+def draws(text: str) -> int:
+    """Bootstrap draws: an integer >= 100 (fewer leave the 2.5th and 97.5th percentiles
+    resting on a handful of draws; none would give no interval at all)."""
+    n = count(text)
+    if n < 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 100")
+    return n
+
+
 def finite(text: str) -> float:
     """Any finite number."""
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from spikebench.cli_args import count, positive, positive_loss, rule_name
+from spikebench.cli_args import count, draws, positive, positive_loss, rule_name
 from spikebench.spikes.rules import RULES
 
 
@@ -52,6 +52,6 @@ def precursors_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave out each run's first STEPS steps and their events (default 50)")
     p.add_argument("--gap", type=count, default=5,
                    help="max unflagged rows inside one event (default 5)")
-    p.add_argument("--boot", type=count, default=1000, metavar="N",
-                   help="bootstrap draws over seeds for the intervals (default 1000)")
+    p.add_argument("--boot", type=draws, default=1000, metavar="N",
+                   help="bootstrap draws over seeds for the intervals, >= 100 (default 1000)")
     p.add_argument("--json", action="store_true", help="print one JSON object only")

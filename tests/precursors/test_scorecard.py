@@ -119,6 +119,9 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["precursors", str(tmp_path), "--budget", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--budget" in err[0] and "must be a number > 0" in err[0]
+    assert main(["precursors", str(tmp_path), "--boot", "0"]) == 2  # would give no interval
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--boot" in err[0] and "must be an integer >= 100" in err[0]
     assert main(["precursors", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0]

@@ -33,3 +33,13 @@ def test_cli_writes_reports_named_after_the_folder(built):
     out = built["root"] / "reports" / "nocomp"
     assert (out / "report.md").is_file() and (out / "report.html").is_file()
     assert (out / "pareto.png").is_file()
+
+
+def test_an_out_that_cannot_be_written_is_named_in_one_line(built, capsys):
+    blocker = built["root"] / "a-file"
+    blocker.write_text("not a folder")
+    assert _cli([str(built["root"] / "nocomp"), "--out", str(blocker / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"--out {blocker / 'r'}: cannot write the report (" in err
+    assert blocker.read_text() == "not a folder"
