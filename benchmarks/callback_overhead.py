@@ -5,7 +5,8 @@ For each framework (``hf``: a Hugging Face ``Trainer`` on a GPT-2 of 2 layers, w
 built from its config; ``lightning``: a Lightning ``Trainer`` on a causal transformer of
 the same size; ``loop``: a plain PyTorch loop on that transformer, with
 ``SpikebenchLoop`` and ``grad_norm``; ``loop_clip``: the same loop clipping at 1.0 in both
-arms, logging the norm ``clip_grad_norm_`` returns), on random tokens built here, N
+arms, logging the norm ``clip_grad_norm_`` returns; ``lightning_every4``: the Lightning
+callback computing the norm on every 4th step only), on random tokens built here, N
 optimizer steps with a log every step:
 a discarded warm-up pair, then ``--repeats`` pairs, their order alternating. Prints the
 bare and the with-callback step time (the whole ``train()`` / ``fit()`` / loop over its
@@ -153,7 +154,8 @@ def run_hf(steps: int, with_callback: bool, run_dir: str) -> tuple[float, Clock]
     return total, clock
 
 
-def run_lightning(steps: int, with_callback: bool, run_dir: str) -> tuple[float, float]:
+def run_lightning(steps: int, with_callback: bool, run_dir: str, grad_norm_every: int = 1
+                  ) -> tuple[float, float]:
     import lightning.pytorch as pl
 
     from spikebench.integrations.lightning import SpikebenchCallback
@@ -173,7 +175,7 @@ def run_lightning(steps: int, with_callback: bool, run_dir: str) -> tuple[float,
     callbacks = []
     if with_callback:
         cls = timed_subclass(SpikebenchCallback, hooks(SpikebenchCallback), clock)
-        callbacks.append(cls(run_dir=f"{run_dir}/run"))
+        callbacks.append(cls(run_dir=f"{run_dir}/run", grad_norm_every=grad_norm_every))
     trainer = pl.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0,
@@ -225,9 +227,11 @@ def run_loop(steps: int, with_callback: bool, run_dir: str, clip: bool = False
 
 ONCE = {"on_train_begin", "on_train_start", "on_train_end", "start", "finish"}  # per run
 FRAMEWORKS = {"hf": run_hf, "lightning": run_lightning, "loop": run_loop,
-              "loop_clip": functools.partial(run_loop, clip=True)}
+              "loop_clip": functools.partial(run_loop, clip=True),
+              "lightning_every4": functools.partial(run_lightning, grad_norm_every=4)}
 NAMES = {"hf": "Hugging Face Trainer", "lightning": "Lightning Trainer", "loop": "plain loop",
-         "loop_clip": "plain loop, clipping"}
+         "loop_clip": "plain loop, clipping",
+         "lightning_every4": "Lightning Trainer, grad_norm_every=4"}
 
 
 def one(fn, steps: int, with_callback: bool) -> tuple[float, float, dict[str, float]]:
@@ -308,7 +312,7 @@ def main() -> None:
     global now
     now = CLOCKS[args.clock]
     warnings.filterwarnings("ignore")
-    if "lightning" in names:
+    if any(n.startswith("lightning") for n in names):
         import lightning.pytorch  # noqa: F401  (it sets its loggers' level on import)
     for log in ("lightning", "lightning.pytorch", "lightning.fabric", "transformers"):
         logging.getLogger(log).setLevel(logging.ERROR)

@@ -13,7 +13,8 @@ the number of optimizer steps) (:func:`spikebench.init`, made at train
 start from the callback's keyword arguments, or the ``run`` you give): the training loss
 (``training_step``'s return, or its ``"loss"``; the mean over accumulated batches), the
 pre-clip gradient norm (computed in ``on_before_optimizer_step`` as a tensor:
-``torch.nn.utils.get_total_norm``, no host sync) and the learning rate of the step. Tensors
+``torch.nn.utils.get_total_norm``, no host sync; with ``grad_norm_every=k``, on every k-th
+optimizer step only) and the learning rate of the step. Tensors
 go to the run as they are and are read back together every ``sync_every`` steps (10).
 A validation's ``val_loss`` (``self.log("val_loss", ...)``, from
 ``trainer.callback_metrics``) joins its step.
@@ -65,16 +66,23 @@ class SpikebenchCallback(Callback):
     ``warning``: the run's early-warning rule (:func:`spikebench.init`'s); ``on_warning``:
     called with each read-back's newest warning
     (:class:`~spikebench.integrations.loop.SpikebenchLoop`); ``loop.last_decision`` is the
-    newest log's decision.
+    newest log's decision. ``grad_norm_every``: compute the gradient norm on every k-th
+    optimizer step only (default 1, every step); the other rows have none, and the
+    grad-norm rule's window then spans k times the steps. On a small model the norm is
+    most of the callback's cost (docs/performance.md).
     """
 
     def __init__(self, run: Run | None = None, *, stop_on_divergence: bool = True,
                  loss_key: str = "loss", val_metric: str = "val_loss",
                  on_warning: Callable[[dict[str, Any]], Any] | None = None,
-                 **init_kwargs: Any):
+                 grad_norm_every: int = 1, **init_kwargs: Any):
         for name, v in (("loss_key", loss_key), ("val_metric", val_metric)):
             if not isinstance(v, str) or not v:
                 raise UserError(f"SpikebenchCallback({name}={v!r}): must be a metric name")
+        if type(grad_norm_every) is not int or grad_norm_every < 1:
+            raise UserError(f"SpikebenchCallback(grad_norm_every={grad_norm_every!r}): must "
+                            "be an integer >= 1 (1: every optimizer step)")
+        self.grad_norm_every = grad_norm_every
         self.loop = SpikebenchLoop(run, stop_on_divergence=stop_on_divergence,
                                    on_warning=on_warning, **init_kwargs)
         self.loss_key, self.val_metric = loss_key, val_metric
@@ -101,7 +109,8 @@ class SpikebenchCallback(Callback):
         if self._params is None or self._params[0] is not pl_module:
             # Kept for the fit: walking the module tree each step costs more than the norm.
             self._params = (pl_module, list(pl_module.parameters()))
-        self._grad_norm = grad_norm(self._params[1])
+        if trainer.global_step % self.grad_norm_every == 0:
+            self._grad_norm = grad_norm(self._params[1])
         groups = getattr(optimizer, "param_groups", None)
         self._lr = groups[0].get("lr") if groups else None
 

@@ -50,6 +50,19 @@ def test_a_callback_refuses_bad_arguments_when_built(tmp_path, cls, kwargs, says
     assert not (tmp_path / "r").exists()  # nothing made
 
 
+@pytest.mark.parametrize("every", [0, -1, True, 1.5, "2", None])
+def test_the_lightning_callback_refuses_a_bad_grad_norm_every(tmp_path, every):
+    if not os.environ.get("CI"):
+        pytest.importorskip("lightning")
+    from spikebench.integrations.lightning import SpikebenchCallback
+
+    with pytest.raises(UserError) as e:
+        SpikebenchCallback(run_dir=tmp_path / "r", grad_norm_every=every)
+    assert str(e.value) == (f"SpikebenchCallback(grad_norm_every={every!r}): must be an "
+                            "integer >= 1 (1: every optimizer step)")
+    assert not (tmp_path / "r").exists()
+
+
 def test_grad_norm_refuses_what_is_not_parameters():
     for bad in (None, 3, "w"):
         with pytest.raises(UserError, match=r"grad_norm\(.*\): give the model's parameters"):

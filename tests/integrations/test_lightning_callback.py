@@ -69,6 +69,18 @@ def test_a_planted_lr_shock_is_logged_and_found_as_offline(tmp_path):
     assert (report.onset, report.reported, report.state) == (60, 60, "confirmed")
 
 
+def test_grad_norm_every_k_steps_logs_the_same_norms_on_those_steps_only(tmp_path):
+    _fit([SpikebenchCallback(run_dir=tmp_path / "all")], steps=30)
+    _fit([SpikebenchCallback(run_dir=tmp_path / "k", grad_norm_every=4)], steps=30)
+    every, sampled = folder(tmp_path / "all")[0], folder(tmp_path / "k")[0]
+    assert [r[M.STEP] for r in sampled] == list(range(30))  # every step keeps its row
+    assert [r[M.STEP] for r in sampled if M.GRAD_NORM in r] == list(range(0, 30, 4))
+    for a, b in zip(every, sampled, strict=True):  # the same training, bit for bit
+        assert a[M.TRAIN_LOSS] == b[M.TRAIN_LOSS]
+        if M.GRAD_NORM in b:
+            assert a[M.GRAD_NORM] == b[M.GRAD_NORM]
+
+
 def test_the_sweeps_prune_stops_the_trainer(tmp_path, monkeypatch):
     prune = tmp_path / "prune"
     monkeypatch.setenv(context.PRUNE_FILE, str(prune))
