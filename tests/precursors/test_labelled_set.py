@@ -43,7 +43,7 @@ def test_spikes_with_an_instant_cause_are_the_control(runs):
 
 
 def test_the_command_scores_every_probe_the_engine_records(runs, capsys):
-    assert main(["precursors", str(runs), "--json", "--boot", "50"]) == 0
+    assert main(["precursors", str(runs), "--json", "--boot", "100"]) == 0
     out = json.loads(capsys.readouterr().out)
     names = {s["signal"] for s in out["signals"]}
     assert {"train/loss", "optim/grad_norm", "probe/update_norm", "probe/update_ratio",
