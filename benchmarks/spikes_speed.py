@@ -12,6 +12,10 @@ times with its exact 95% sign-flip interval over the pairs, in wall seconds and 
 children's CPU seconds (user + system: what a shared machine's other work does not
 lengthen). The old per-row path is not timed then.
 
+``--stages`` instead runs each stage of ``spikebench spikes`` on the long log in a fresh
+process and prints its CPU seconds: the imports, reading the log, the default rule's
+verdicts and the events of each series, and the OLMo spike score: where the time goes.
+
 Writes synthetic CSV logs (``spikebench.spikes.synthetic.generate``: step, loss, grad_norm)
 of ``--rows`` and ``--small`` rows to a temporary folder (not timed), then times
 ``python -m spikebench spikes LOG --json`` end to end in a fresh process (interpreter start,
@@ -70,6 +74,30 @@ def timed(argv: list[str], repeat: int) -> tuple[float, str]:
 
 PANDAS = "import sys, pandas; pandas.read_csv(sys.argv[1])"
 
+# The stages of spikebench.spikes.offline.score_log, each timed in CPU seconds.
+STAGES = """
+import sys, time
+t = time.process_time()
+from pathlib import Path
+from spikebench.runs.text import read_log
+from spikebench.spikes import offline as O
+def lap(name):
+    global t
+    now = time.process_time()
+    print(f"  {name:<32s} {now - t:6.3f} s")
+    t = now
+lap("imports")
+log = read_log(Path(sys.argv[1]))
+lap("reading the log")
+for s in O.log_series(log):
+    flags = O.rule_flags("default", s)
+    lap(f"{s.key}: the rule's verdicts")
+    O.series_events(s.key, s.steps, s.values, s.injected, flags, 5)
+    lap(f"{s.key}: events")
+    O.spike_share(s.values)
+    lap(f"{s.key}: OLMo spike score")
+"""
+
 
 def one_process(argv: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system) of one run of ``argv``."""
@@ -116,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the logs' format (default: csv)")
     p.add_argument("--pairs", type=int, default=0,
                    help="time against pandas' read_csv, this many pairs of processes per log")
+    p.add_argument("--stages", action="store_true",
+                   help="print the CPU seconds of each stage on the long log")
     args = p.parse_args(argv)
     py = sys.executable
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
@@ -126,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             write_log(path, n)
             print(f"wrote {n:,} rows ({path.stat().st_size / 1e6:.0f} MB) in "
                   f"{time.perf_counter() - t0:.1f} s (not timed)", file=sys.stderr)
+        if args.stages:
+            print(f"{args.rows:,} rows, the stages of spikebench spikes (CPU seconds):")
+            sys.stdout.flush()
+            subprocess.run([py, "-c", STAGES, str(logs[args.rows])], check=True)
+            cpu = [one_process([py, "-c", PANDAS, str(logs[args.rows])])[1] for _ in range(3)]
+            print(f"  pandas read_csv, whole process (best of 3): {min(cpu):.3f} s")
+            return 0
         if args.pairs:
             for n, path in logs.items():
                 print(f"{n:,} rows, {args.pairs} pairs of processes:")
