@@ -13,20 +13,17 @@ the pairs. Evaluation is at the last step only, in both.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from spikes_speed import one_process  # a child's wall and CPU seconds
 
 from spikebench.report.exact import relative_interval
 
 
 def _cpu(argv: list[str]) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return one_process(argv)[1]
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ collective fails, and the agent stops it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"data-parallel run failed: rank {rank} (pid {failure.pid}) "
               f"{describe(failure)}; the other ranks were stopped", file=sys.stderr)
         return 1
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         # torchrun reads each failed rank's error file as JSON, and can read one while the
         # rank is still writing it (a peer killed, this rank's collective failing at once):
         # the failure stays one line. The ranks die with this process (SPIKEBENCH_PARENT_PID).
