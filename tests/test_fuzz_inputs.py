@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fuzzkit import refused
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from spikebench.cli import main
@@ -371,6 +371,7 @@ SUITE_VALUES = st.one_of(
 
 
 @CASES
+@example(key="perf.tolerance", value="{ a = 1 }")  # found by this fuzz: named without its value
 @given(key=st.sampled_from(["level", "min_effect.n_events", "min_effect.severity",
                             "min_effect.steps_to_target", "min_effect.final_val_loss",
                             "perf.tolerance.mfu", "perf.tolerance.overhead_ratio",

@@ -155,7 +155,8 @@ def _tolerance(path: str, raw: Any, allowed: tuple[str, ...] = BUILTIN_PERF
         what = ("is a [trainer] suite's ratio, not the built-in engine's" if bad in TRAINER_PERF
                 else "is the built-in engine's ratio, not a [trainer]'s" if bad in PERF_METRICS
                 else "is not a performance ratio")
-        raise UserError(f"{path}: bench.perf.tolerance: {bad!r} {what} (allowed: "
+        raise UserError(f"{path}: bench.perf.tolerance = {{ {bad} = {_toml(raw[bad])} }}: "
+                        f"{bad!r} {what} (allowed: "
                         + ", ".join(allowed) + ")")
     return {**DEFAULT_TOLERANCE, **{k: None if v is None or _off(v) else float(_number(
         path, f"perf.tolerance.{k}", v, lo=0.0, hi=MAX_TOLERANCE, lo_open=True, off=True))
