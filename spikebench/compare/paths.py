@@ -3,7 +3,8 @@ or written.
 
 The inputs may not overlap (a folder and a folder or file inside it, the same folder twice,
 or through a link): their runs would be read twice, into two groups. The output folder is
-apart from every input (not one of them, inside one, or holding one): a comparison changes
+apart from every input (not one of them, inside one or inside an input file's folder, or
+holding one): a comparison changes
 nothing where it reads, and a later one never reads its scored runs as runs. An output
 folder that already holds a report is replaced only where ``spikebench compare`` wrote it
 (a study folder with :data:`~spikebench.compare.study.MARKER` in it). Paths are compared
@@ -81,10 +82,14 @@ def check_out(out: str | Path, name: str, inputs: Iterable[str | Path]) -> None:
     where = resolved(out)
     for path in inputs:
         given = resolved(path)
-        if _within(where, given):
-            raise UserError(f"--out {text}: is {'' if where == given else 'inside '}the "
-                            f"input {path}: compare writes nothing where it reads; give a "
-                            "folder apart from the inputs")
+        # A log file is read from its folder: a later comparison of that folder would read
+        # an output inside it as runs.
+        folder = given if given.is_dir() or not given.exists() else given.parent
+        if _within(where, folder):
+            what = ("" if where == given else "inside " if folder == given
+                    else "inside the folder of ")
+            raise UserError(f"--out {text}: is {what}the input {path}: compare writes "
+                            "nothing where it reads; give a folder apart from the inputs")
         if _within(given, where):
             raise UserError(f"--out {text}: holds the input {path}: a later comparison "
                             "would read this one's scored runs as runs; give a folder apart "

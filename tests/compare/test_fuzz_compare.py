@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 from fuzzkit import changed, deadline, snapshot
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from spikebench.cli import main
@@ -57,6 +57,8 @@ EXTRA = st.lists(st.sampled_from([
 
 
 @FUZZ
+# Found by this fuzz: an output inside the folder of an input file was written.
+@example(["runs/a/r0.csv", "runs/b/r1.csv"], "runs/b/deep", "none", [])
 @given(st.one_of(st.just(PATHS[0]), st.sampled_from(PATHS)),  # half of them good paths,
        st.one_of(st.just("o"), st.sampled_from(OUTS)),  # and a good output: some succeed
        st.one_of(st.sampled_from(SKIPPED), st.sampled_from(sorted(JUNK))), EXTRA)
