@@ -158,7 +158,7 @@ MUTATIONS = (
              "    # on the device", (f"{DIST}::test_two_gloo_ranks_match_one_process_with_the"
                                      "_same_global_batch",)),
     Mutation("compare writes its report into an input folder", "spikebench/compare/paths.py",
-             "        if _within(where, given):", "        if False:",
+             "        if _within(where, folder):", "        if False:",
              ("tests/compare/test_compare_inputs.py",)),
     Mutation("the precursors' control is scored as spikes a signal should foresee",
              "spikebench/precursors/labels.py",
